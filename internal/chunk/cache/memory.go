@@ -1,0 +1,87 @@
+// Package cache keeps recently used blocks so that repeated and sequential
+// reads do not go back to object storage. Memory is an LRU bounded in
+// bytes; cached slices are shared and must not be modified by callers.
+package cache
+
+import (
+	"container/list"
+	"sync"
+)
+
+// Memory is an in-memory LRU block cache bounded in bytes.
+type Memory struct {
+	capacity int64
+
+	mu struct {
+		sync.Mutex
+		used  int64
+		lru   *list.List // front = most recent; values are *entry
+		index map[string]*list.Element
+	}
+}
+
+type entry struct {
+	key  string
+	data []byte
+}
+
+// NewMemory returns a cache holding at most capacity bytes of blocks.
+func NewMemory(capacity int64) *Memory {
+	m := &Memory{capacity: capacity}
+	m.mu.lru = list.New()
+	m.mu.index = map[string]*list.Element{}
+	return m
+}
+
+// Get returns the cached block key.
+func (m *Memory) Get(key string) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	el, ok := m.mu.index[key]
+	if !ok {
+		return nil, false
+	}
+	m.mu.lru.MoveToFront(el)
+	return el.Value.(*entry).data, true
+}
+
+// Put caches data under key, evicting the least recently used blocks to
+// stay within capacity. A block larger than the whole cache is not kept.
+func (m *Memory) Put(key string, data []byte) {
+	if int64(len(data)) > m.capacity {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if el, ok := m.mu.index[key]; ok {
+		m.removeLocked(el)
+	}
+	m.mu.index[key] = m.mu.lru.PushFront(&entry{key: key, data: data})
+	m.mu.used += int64(len(data))
+	for m.mu.used > m.capacity {
+		m.removeLocked(m.mu.lru.Back())
+	}
+}
+
+// Remove drops key from the cache.
+func (m *Memory) Remove(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if el, ok := m.mu.index[key]; ok {
+		m.removeLocked(el)
+	}
+}
+
+// Used returns the bytes cached.
+func (m *Memory) Used() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.used
+}
+
+func (m *Memory) removeLocked(el *list.Element) {
+	e := el.Value.(*entry)
+	m.mu.lru.Remove(el)
+	delete(m.mu.index, e.key)
+	m.mu.used -= int64(len(e.data))
+}

@@ -1,0 +1,282 @@
+package chunk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluicefs/sluice/internal/meta"
+)
+
+// Committer allocates slice ids and records stored slices in metadata;
+// *meta.Client implements it.
+type Committer interface {
+	NewSliceID(ctx context.Context) (uint64, error)
+	Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error)
+}
+
+var _ Committer = (*meta.Client)(nil)
+
+// FileWriter buffers the writes of one file. Writes land in slices, one
+// run of contiguous bytes per chunk; a slice's full blocks upload as soon
+// as they are complete, and the slice is committed when its chunk is full
+// or on Flush. Slices of one chunk commit in the order they were started,
+// so later writes win on replay.
+type FileWriter struct {
+	s   *Store
+	c   Committer
+	ino meta.Ino
+	bg  context.Context // outlives the request that started an upload
+
+	mu struct {
+		sync.Mutex
+		chunks map[uint32][]*wslice // pending slices per chunk, oldest first
+		err    error                // first failed upload or commit
+	}
+}
+
+// wslice is a slice being written.
+type wslice struct {
+	idx     uint32
+	pos     uint32 // offset in the chunk
+	length  uint32
+	blocks  [][]byte
+	id      uint64
+	started int  // leading blocks whose upload has started
+	frozen  bool // no more writes; finishing
+	prev    *wslice
+	done    chan struct{} // closed once committed or failed
+
+	uploads sync.WaitGroup
+	errMu   sync.Mutex
+	err     error
+}
+
+// NewWriter returns a writer for file ino that commits through c.
+func (s *Store) NewWriter(ino meta.Ino, c Committer) *FileWriter {
+	w := &FileWriter{s: s, c: c, ino: ino, bg: context.Background()}
+	w.mu.chunks = map[uint32][]*wslice{}
+	return w
+}
+
+// Write buffers p at file offset off.
+func (w *FileWriter) Write(ctx context.Context, p []byte, off uint64) error {
+	if w.s.buffers.over() {
+		// Under pressure: push this file's buffers out and wait for room.
+		w.mu.Lock()
+		w.finishAllLocked()
+		w.mu.Unlock()
+		w.s.buffers.waitBelow()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.err != nil {
+		return w.mu.err
+	}
+	for len(p) > 0 {
+		idx := uint32(off / meta.ChunkSize)
+		pos := uint32(off % meta.ChunkSize)
+		n := min(len(p), meta.ChunkSize-int(pos))
+		if err := w.writeChunkLocked(ctx, idx, pos, p[:n]); err != nil {
+			return err
+		}
+		p = p[n:]
+		off += uint64(n)
+	}
+	return nil
+}
+
+func (w *FileWriter) writeChunkLocked(ctx context.Context, idx, pos uint32, p []byte) error {
+	bs := w.s.conf.BlockSize
+	list := w.mu.chunks[idx]
+	var sl, last *wslice
+	if len(list) > 0 {
+		last = list[len(list)-1]
+		writable := pos >= last.pos+uint32(last.started*bs) && pos <= last.pos+last.length
+		if !last.frozen && writable {
+			sl = last
+		}
+	}
+	if sl == nil {
+		sl = &wslice{idx: idx, pos: pos, prev: last, done: make(chan struct{})}
+		w.mu.chunks[idx] = append(list, sl)
+	}
+	w.copyIn(sl, pos-sl.pos, p)
+	if sl.pos+sl.length == meta.ChunkSize {
+		w.finishLocked(sl)
+		return nil
+	}
+	// Upload blocks a sequential writer has completed.
+	if full := int(sl.length) / bs; full > sl.started && pos+uint32(len(p)) == sl.pos+sl.length {
+		return w.startUploads(ctx, sl, full)
+	}
+	return nil
+}
+
+// copyIn writes p at offset off of slice sl, growing its blocks.
+func (w *FileWriter) copyIn(sl *wslice, off uint32, p []byte) {
+	bs := w.s.conf.BlockSize
+	for len(p) > 0 {
+		i := int(off) / bs
+		for len(sl.blocks) <= i {
+			sl.blocks = append(sl.blocks, make([]byte, 0, bs))
+			w.s.buffers.add(int64(bs))
+		}
+		b := sl.blocks[i]
+		in := int(off) % bs
+		n := copy(b[in:cap(b)], p)
+		if in+n > len(b) {
+			b = b[:in+n]
+		}
+		sl.blocks[i] = b
+		p = p[n:]
+		off += uint32(n)
+		if off > sl.length {
+			sl.length = off
+		}
+	}
+}
+
+// startUploads uploads blocks [sl.started, upto) in the background.
+func (w *FileWriter) startUploads(ctx context.Context, sl *wslice, upto int) error {
+	if sl.id == 0 {
+		id, err := w.c.NewSliceID(ctx)
+		if err != nil {
+			return fmt.Errorf("allocate slice id: %w", err)
+		}
+		sl.id = id
+	}
+	for ; sl.started < upto; sl.started++ {
+		i, data := sl.started, sl.blocks[sl.started]
+		sl.uploads.Add(1)
+		go func() {
+			defer sl.uploads.Done()
+			if err := w.s.putBlock(w.bg, sl.id, i, data); err != nil {
+				sl.errMu.Lock()
+				sl.err = errors.Join(sl.err, err)
+				sl.errMu.Unlock()
+			}
+		}()
+	}
+	return nil
+}
+
+// finishLocked freezes sl and uploads and commits it in the background.
+func (w *FileWriter) finishLocked(sl *wslice) {
+	if sl.frozen {
+		return
+	}
+	sl.frozen = true
+	err := w.startUploads(w.bg, sl, len(sl.blocks))
+	go func() {
+		sl.uploads.Wait()
+		if sl.prev != nil {
+			<-sl.prev.done
+		}
+		if err == nil {
+			sl.errMu.Lock()
+			err = sl.err
+			sl.errMu.Unlock()
+		}
+		if err == nil {
+			_, err = w.c.Write(w.bg, w.ino, sl.idx, meta.Slice{Pos: sl.pos, Id: sl.id, Size: sl.length, Len: sl.length})
+			if err != nil {
+				err = fmt.Errorf("commit slice %d of inode %d: %w", sl.id, w.ino, err)
+			}
+		}
+		w.mu.Lock()
+		if err != nil && w.mu.err == nil {
+			w.mu.err = err
+		}
+		list := w.mu.chunks[sl.idx]
+		for i, x := range list {
+			if x == sl {
+				list = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(w.mu.chunks, sl.idx)
+		} else {
+			w.mu.chunks[sl.idx] = list
+		}
+		w.mu.Unlock()
+		w.s.buffers.release(int64(len(sl.blocks) * w.s.conf.BlockSize))
+		close(sl.done)
+	}()
+}
+
+func (w *FileWriter) finishAllLocked() []chan struct{} {
+	var waits []chan struct{}
+	for _, list := range w.mu.chunks {
+		for _, sl := range list {
+			w.finishLocked(sl)
+			waits = append(waits, sl.done)
+		}
+	}
+	return waits
+}
+
+// Flush uploads and commits everything written so far and returns the
+// first failure since the writer was created.
+func (w *FileWriter) Flush(ctx context.Context) error {
+	w.mu.Lock()
+	waits := w.finishAllLocked()
+	w.mu.Unlock()
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.err
+}
+
+// Dirty reports whether writes are buffered and not yet committed.
+func (w *FileWriter) Dirty() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.mu.chunks) > 0
+}
+
+// PendingEnd returns the file offset just past the last buffered byte, or
+// 0 when nothing is buffered.
+func (w *FileWriter) PendingEnd() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var end uint64
+	for idx, list := range w.mu.chunks {
+		for _, sl := range list {
+			end = max(end, uint64(idx)*meta.ChunkSize+uint64(sl.pos)+uint64(sl.length))
+		}
+	}
+	return end
+}
+
+// Overlay copies buffered, uncommitted bytes over p, which holds the
+// committed content of the file at offset off.
+func (w *FileWriter) Overlay(p []byte, off uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.mu.chunks) == 0 {
+		return
+	}
+	end := off + uint64(len(p))
+	bs := uint64(w.s.conf.BlockSize)
+	for idx := off / meta.ChunkSize; idx*meta.ChunkSize < end; idx++ {
+		for _, sl := range w.mu.chunks[uint32(idx)] {
+			start := idx*meta.ChunkSize + uint64(sl.pos)
+			lo, hi := max(start, off), min(start+uint64(sl.length), end)
+			for at := lo; at < hi; {
+				so := at - start
+				b := sl.blocks[so/bs]
+				n := copy(p[at-off:hi-off], b[so%bs:])
+				at += uint64(n)
+			}
+		}
+	}
+}

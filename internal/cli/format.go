@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/engine/all"
+	"github.com/sluicefs/sluice/internal/object"
+	"github.com/sluicefs/sluice/internal/object/prefix"
+)
+
+type formatOptions struct {
+	storage    string
+	bucket     string
+	blockSize  int64
+	compress   string
+	trashDays  int
+	capacity   int64
+	inodes     uint64
+	hashPrefix bool
+}
+
+func defaultBucket() string {
+	if os.Geteuid() == 0 {
+		return "/var/sluice/local"
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".sluice/local"
+	}
+	return filepath.Join(home, ".sluice", "local")
+}
+
+func newFormat() *cobra.Command {
+	o := formatOptions{storage: "file", blockSize: 4 << 20, compress: "none"}
+	cmd := &cobra.Command{
+		Use:   "format META-URL NAME",
+		Short: "Create a volume, or change the mutable settings of one",
+		Long: `Create a volume named NAME whose metadata lives in META-URL and whose data
+lives in a bucket of object storage. Running format again on an existing
+volume may change its capacity and inode limits, and refuses to change the
+settings its data depends on (storage, bucket, block size, compression).
+
+META-URL examples:
+  sqlite3:///var/lib/sluice/vol.db   SQLite file (created if missing)
+
+NAME is 3-63 lower-case letters, digits and '-'; all objects of the volume
+are stored under NAME/ in the bucket.`,
+		Example: `  sluice format sqlite3://vol.db myvol --bucket /data/sluice
+  sluice format sqlite3://vol.db myvol --block-size 1M --compress lz4`,
+		Args: exactArgs(2, "META-URL and NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runFormat(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], &o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.storage, "storage", o.storage, "object storage type (file, mem)")
+	fl.StringVar(&o.bucket, "bucket", "", "bucket of the storage: for file, a directory (default "+defaultBucket()+")")
+	fl.Var(sizeValue{&o.blockSize, 1 << 10}, "block-size", "size of data blocks: a power of two from 64K to 16M; a plain number is KiB")
+	fl.StringVar(&o.compress, "compress", o.compress, "compression of data blocks: none, lz4 or zstd")
+	fl.IntVar(&o.trashDays, "trash-days", 0, "days deleted files stay in the trash; only 0 (delete at once) is supported so far")
+	fl.Var(sizeValue{&o.capacity, 1 << 30}, "capacity", "hard limit of the volume's space; a plain number is GiB (0: unlimited)")
+	fl.Uint64Var(&o.inodes, "inodes", 0, "hard limit of the number of files (0: unlimited)")
+	fl.BoolVar(&o.hashPrefix, "hash-prefix", false, "spread block keys over 256 prefixes (helps some object stores scale)")
+	return cmd
+}
+
+// exactArgs is cobra.ExactArgs with a message that names the arguments.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("%s expects %s (got %d arguments); see `%s --help`", cmd.Name(), what, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *formatOptions) error {
+	if o.trashDays != 0 {
+		return errors.New("--trash-days: the trash is not implemented yet; use 0 (files are deleted at once)")
+	}
+	if o.bucket == "" {
+		o.bucket = defaultBucket()
+	}
+	if o.storage == "file" {
+		abs, err := filepath.Abs(o.bucket)
+		if err != nil {
+			return fmt.Errorf("bucket %q: %w", o.bucket, err)
+		}
+		o.bucket = abs
+	}
+	if err := meta.ValidateBlockSize(o.blockSize); err != nil {
+		return err
+	}
+	f := &meta.Format{
+		Name: name, UUID: uuid.NewString(), Storage: o.storage, Bucket: o.bucket,
+		BlockSize: int(o.blockSize >> 10), Compression: o.compress, HashPrefix: o.hashPrefix,
+		Capacity: uint64(o.capacity), Inodes: o.inodes, TrashDays: o.trashDays, MetaVersion: meta.MetaVersion,
+	}
+	if f.Compression == "none" {
+		f.Compression = ""
+	}
+	if err := f.Validate(); err != nil {
+		return err
+	}
+
+	// Check the metadata engine first: whether the volume exists decides
+	// whether the bucket may hold data already.
+	existed := sqliteFileExists(metaURL)
+	st, err := all.Open(ctx, metaURL, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	old, err := meta.Load(ctx, st)
+	if err != nil {
+		old = nil
+	} else {
+		f.UUID = old.UUID
+	}
+
+	bucket, err := openBucket(f)
+	if err != nil {
+		return cleanupNew(st, metaURL, existed, err)
+	}
+	if c, ok := bucket.(object.Creator); ok {
+		if err := c.Create(ctx); err != nil {
+			return cleanupNew(st, metaURL, existed, fmt.Errorf("create bucket %s: %w", bucket, err))
+		}
+	}
+	vol := prefix.New(bucket, f.Name+"/")
+	if err := selfTest(ctx, vol); err != nil {
+		return cleanupNew(st, metaURL, existed, fmt.Errorf("bucket %s is not usable: %w", bucket, err))
+	}
+	if old == nil {
+		objs, err := vol.List(ctx, "", "", 1)
+		if err != nil {
+			return cleanupNew(st, metaURL, existed, fmt.Errorf("list bucket %s: %w", bucket, err))
+		}
+		if len(objs) > 0 {
+			return cleanupNew(st, metaURL, existed, fmt.Errorf("bucket %s already holds objects under %s/ (e.g. %s): refusing to format over them; choose another bucket or name", bucket, f.Name, objs[0].Key))
+		}
+		if err := vol.Put(ctx, "juicefs_uuid", strings.NewReader(f.UUID)); err != nil {
+			return cleanupNew(st, metaURL, existed, fmt.Errorf("write volume marker: %w", err))
+		}
+	}
+	created, err := meta.FormatVolume(ctx, st, f)
+	if err != nil {
+		if old == nil {
+			vol.Delete(ctx, "juicefs_uuid")
+		}
+		return cleanupNew(st, metaURL, existed, err)
+	}
+	verb := "updated"
+	if created {
+		verb = "created"
+	}
+	b, _ := json.MarshalIndent(f.Redacted(), "", "  ")
+	fmt.Fprintf(out, "Volume %q %s in %s\n%s\n", f.Name, verb, st.Name(), b)
+	return nil
+}
+
+// selfTest writes, reads back and deletes a random object.
+func selfTest(ctx context.Context, s object.Store) error {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	key := "testing/" + hex.EncodeToString(rnd[:])
+	want := []byte("sluice storage self-test " + key)
+	if err := s.Put(ctx, key, bytes.NewReader(want)); err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	defer s.Delete(ctx, key)
+	r, err := s.Get(ctx, key, 0, -1)
+	if err != nil {
+		return fmt.Errorf("get: %w", err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("get: %w", err)
+	}
+	if !bytes.Equal(got, want) {
+		return errors.New("get returned different bytes than were put")
+	}
+	if err := s.Delete(ctx, key); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	return nil
+}
+
+// sqliteFileExists reports whether metaURL names an existing SQLite file,
+// so that a failed format can remove a file it created.
+func sqliteFileExists(metaURL string) bool {
+	path, ok := strings.CutPrefix(metaURL, "sqlite3://")
+	if !ok {
+		return true
+	}
+	path, _, _ = strings.Cut(path, "?")
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// cleanupNew removes a metadata file this format created before failing,
+// so that a failed format leaves no half-created volume.
+func cleanupNew(st interface{ Close() error }, metaURL string, existed bool, err error) error {
+	if !existed {
+		st.Close()
+		path, _ := strings.CutPrefix(metaURL, "sqlite3://")
+		path, _, _ = strings.Cut(path, "?")
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			os.Remove(p)
+		}
+	}
+	return err
+}

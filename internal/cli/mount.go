@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicefs/sluice/internal/chunk"
+	"github.com/sluicefs/sluice/internal/fuse"
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/vfs"
+)
+
+type mountOptions struct {
+	background    bool
+	attrCache     time.Duration
+	entryCache    time.Duration
+	dirEntryCache time.Duration
+	readOnly      bool
+	bufferSize    int64
+	maxUploads    int
+	logFile       string
+	debug         bool
+}
+
+func defaultLogFile() string {
+	if os.Geteuid() == 0 {
+		return "/var/log/sluice.log"
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "sluice.log"
+	}
+	return filepath.Join(home, ".sluice", "sluice.log")
+}
+
+func newMount() *cobra.Command {
+	o := mountOptions{attrCache: time.Second, entryCache: time.Second, dirEntryCache: time.Second,
+		bufferSize: 300 << 20, maxUploads: 20}
+	cmd := &cobra.Command{
+		Use:   "mount META-URL MOUNTPOINT",
+		Short: "Mount a volume with FUSE",
+		Long: `Mount the volume whose metadata lives in META-URL at MOUNTPOINT, an existing
+empty directory. In the foreground the command serves until the volume is
+unmounted or it receives SIGINT or SIGTERM, which unmount cleanly. With -d it
+returns once the mount is ready and serves in the background, logging to
+--log. As root the mount needs no fusermount helper.`,
+		Example: `  sluice mount sqlite3://vol.db /mnt/vol          # foreground; Ctrl-C unmounts
+  sluice mount -d sqlite3://vol.db /mnt/vol       # background
+  sluice umount /mnt/vol`,
+		Args: exactArgs(2, "META-URL and MOUNTPOINT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.background && os.Getenv(readyFdEnv) == "" {
+				return daemonize(cmd.OutOrStdout(), args[1], o.logFile)
+			}
+			return runMount(args[0], args[1], &o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVarP(&o.background, "background", "d", false, "run in the background; return once the mount is ready")
+	fl.Var(secondsValue{&o.attrCache}, "attr-cache", "how long the kernel caches attributes (seconds or a duration)")
+	fl.Var(secondsValue{&o.entryCache}, "entry-cache", "how long the kernel caches file entries (seconds or a duration)")
+	fl.Var(secondsValue{&o.dirEntryCache}, "dir-entry-cache", "how long the kernel caches directory entries (seconds or a duration)")
+	fl.BoolVar(&o.readOnly, "read-only", false, "mount read-only: every change fails with EROFS")
+	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers; writers wait when it is used up (a plain number is MiB)")
+	fl.IntVar(&o.maxUploads, "max-uploads", o.maxUploads, "number of blocks uploaded concurrently")
+	fl.StringVar(&o.logFile, "log", defaultLogFile(), "log file of a background mount")
+	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	return cmd
+}
+
+// checkMountPoint refuses a missing mount point, a file, or one that is
+// mounted already.
+func checkMountPoint(mp string) (string, error) {
+	abs, err := filepath.Abs(mp)
+	if err != nil {
+		return "", fmt.Errorf("mount point %s: %w", mp, err)
+	}
+	fi, err := os.Stat(abs)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("mount point %s does not exist: create it first (mkdir -p %s)", abs, abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("mount point %s: %w", abs, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("mount point %s is not a directory", abs)
+	}
+	if src, ok := mountedAt(abs); ok {
+		return "", fmt.Errorf("%s is already mounted (by %s): unmount it first", abs, src)
+	}
+	return abs, nil
+}
+
+func runMount(metaURL, mp string, o *mountOptions) (err error) {
+	ready := readyReporter()
+	defer func() {
+		if err != nil {
+			ready(err)
+		}
+	}()
+	mp, err = checkMountPoint(mp)
+	if err != nil {
+		return err
+	}
+	log := logger(o.debug)
+	ctx := context.Background()
+	st, f, err := openVolume(ctx, metaURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	bucket, err := openBucket(f)
+	if err != nil {
+		return err
+	}
+	obj, err := volumeStore(bucket, f)
+	if err != nil {
+		return err
+	}
+	cs := chunk.New(obj, chunk.Config{BlockSize: f.BlockSize << 10, HashPrefix: f.HashPrefix,
+		MaxUploads: o.maxUploads, BufferSize: o.bufferSize})
+	host, _ := os.Hostname()
+	mc, err := meta.NewClient(ctx, st, meta.Config{
+		ReadOnly:    o.readOnly,
+		DeleteSlice: cs.Delete,
+		SessionInfo: meta.SessionInfo{Host: host, MountPoint: mp, Version: Version},
+		Logger:      log,
+	})
+	if err != nil {
+		return err
+	}
+	v := vfs.New(mc, cs, vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache, DirEntryTimeout: o.dirEntryCache})
+	srv, err := fuse.Mount(v, mp, fuse.Options{FsName: "sluice:" + f.Name, ReadOnly: o.readOnly, Debug: o.debug}, log)
+	if err != nil {
+		mc.Close(ctx)
+		return err
+	}
+	log.Info("volume mounted", "volume", f.Name, "mountpoint", mp, "meta", st.Name(), "pid", os.Getpid())
+	if os.Getenv(readyFdEnv) == "" {
+		fmt.Printf("Volume %s mounted at %s; press Ctrl-C or run `sluice umount %s` to unmount.\n", f.Name, mp, mp)
+	}
+	ready(nil)
+
+	gone := make(chan struct{})
+	go func() { srv.Wait(); close(gone) }()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	for done := false; !done; {
+		select {
+		case sig := <-sigs:
+			log.Info("unmounting", "signal", sig.String(), "mountpoint", mp)
+			if err := srv.Unmount(); err != nil {
+				log.Error("unmount failed; still serving (close files using the mount, or `sluice umount --force`)", "mountpoint", mp, "err", err)
+			}
+		case <-gone:
+			done = true
+		}
+	}
+	errs := []error{v.Close(ctx), mc.Close(ctx)}
+	log.Info("volume unmounted", "mountpoint", mp)
+	return errors.Join(errs...)
+}
+
+// Background mounts: the parent re-runs itself with readyFdEnv naming an
+// inherited pipe; the child reports "ok" or an error there once the mount
+// is ready or has failed, and the parent exits accordingly.
+const readyFdEnv = "_SLUICE_READY_FD"
+
+func daemonize(out io.Writer, mp string, logFile string) error {
+	if _, err := checkMountPoint(mp); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
+		return fmt.Errorf("log directory: %w", err)
+	}
+	logf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open log %s: %w", logFile, err)
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	args := append(os.Args[1:], "--background=false")
+	proc, err := os.StartProcess(exe, append([]string{exe}, args...), &os.ProcAttr{
+		Env:   append(os.Environ(), readyFdEnv+"=3"),
+		Files: []*os.File{nil, logf, logf, w},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	w.Close()
+	if err != nil {
+		return fmt.Errorf("start background mount: %w", err)
+	}
+	msg, _ := io.ReadAll(r)
+	if string(msg) == "ok" {
+		fmt.Fprintf(out, "Volume mounted at %s (pid %d, log %s); unmount with `sluice umount %s`.\n", mp, proc.Pid, logFile, mp)
+		proc.Release()
+		return nil
+	}
+	proc.Wait()
+	if len(msg) == 0 {
+		return fmt.Errorf("background mount exited before the mount was ready; see %s", logFile)
+	}
+	return errors.New(string(msg))
+}
+
+// readyReporter returns a function that reports the mount's outcome to a
+// waiting parent, once; without a parent it does nothing.
+func readyReporter() func(error) {
+	if os.Getenv(readyFdEnv) == "" {
+		return func(error) {}
+	}
+	f := os.NewFile(3, "ready")
+	done := false
+	return func(err error) {
+		if done || f == nil {
+			return
+		}
+		done = true
+		if err != nil {
+			fmt.Fprint(f, err.Error())
+		} else {
+			fmt.Fprint(f, "ok")
+		}
+		f.Close()
+		os.Unsetenv(readyFdEnv)
+	}
+}
+

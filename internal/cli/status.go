@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicefs/sluice/internal/meta"
+)
+
+func newStatus() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status META-URL",
+		Short: "Show a volume's settings and active mounts",
+		Long: `Print the settings of the volume in META-URL (secrets shown as "removed") and
+the sessions of the mounts using it: host, mount point, version, process id
+and last heartbeat.`,
+		Args: exactArgs(1, "META-URL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, f, err := openVolume(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			sessions, err := meta.Sessions(ctx, st)
+			if err != nil {
+				return fmt.Errorf("list sessions: %w", err)
+			}
+			type session struct {
+				Sid        uint64
+				Host       string
+				MountPoint string
+				Version    string
+				PID        int
+				Started    string
+				Heartbeat  string
+			}
+			out := struct {
+				Setting  *meta.Format
+				Sessions []session
+			}{Setting: f.Redacted(), Sessions: []session{}}
+			for _, s := range sessions {
+				out.Sessions = append(out.Sessions, session{Sid: s.Sid, Host: s.Host, MountPoint: s.MountPoint,
+					Version: s.Version, PID: s.PID, Started: time.Unix(s.Started, 0).UTC().Format(time.RFC3339),
+					Heartbeat: s.Heartbeat.UTC().Format(time.RFC3339)})
+			}
+			b, err := json.MarshalIndent(out, "", "  ")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			return nil
+		},
+	}
+}

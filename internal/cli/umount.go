@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newUmount() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:     "umount MOUNTPOINT",
+		Aliases: []string{"unmount"},
+		Short:   "Unmount a volume",
+		Long: `Unmount the volume mounted at MOUNTPOINT. Data written by closed files is
+already committed; the mounting process finishes and ends its session. A busy
+mount point (open files, a shell inside it) is refused unless --force is
+given, which detaches it at once.`,
+		Args: exactArgs(1, "MOUNTPOINT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runUmount(args[0], force)
+		},
+	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "unmount even if busy (lazy detach; processes using it get errors)")
+	return cmd
+}
+
+func runUmount(mp string, force bool) error {
+	abs, err := filepath.Abs(mp)
+	if err != nil {
+		return err
+	}
+	if _, ok := mountedAt(abs); !ok {
+		return fmt.Errorf("%s is not mounted", abs)
+	}
+	flags := 0
+	if force {
+		flags = syscall.MNT_DETACH
+	}
+	err = syscall.Unmount(abs, flags)
+	if errors.Is(err, syscall.EPERM) {
+		if path, lerr := exec.LookPath("fusermount3"); lerr == nil {
+			args := []string{"-u", abs}
+			if force {
+				args = []string{"-uz", abs}
+			}
+			if out, ferr := exec.Command(path, args...).CombinedOutput(); ferr != nil {
+				return fmt.Errorf("unmount %s: %s", abs, strings.TrimSpace(string(out)))
+			}
+			err = nil
+		}
+	}
+	if errors.Is(err, syscall.EBUSY) {
+		return fmt.Errorf("%s is busy: close files and leave directories in it, or use --force", abs)
+	}
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w", abs, err)
+	}
+	// Wait briefly for the kernel to drop the mount from the table.
+	for i := 0; i < 50; i++ {
+		if _, ok := mountedAt(abs); !ok {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// mountedAt reports whether a file system is mounted at path, and its
+// source, from /proc/self/mountinfo.
+func mountedAt(path string) (string, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || unescapeMount(fields[4]) != path {
+			continue
+		}
+		for i, x := range fields {
+			if x == "-" && i+2 < len(fields) {
+				return fields[i+2], true
+			}
+		}
+		return "?", true
+	}
+	return "", false
+}
+
+// unescapeMount decodes the octal escapes (\040 for space) of mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

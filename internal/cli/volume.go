@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/engine/all"
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/object"
+	objall "github.com/sluicefs/sluice/internal/object/all"
+	"github.com/sluicefs/sluice/internal/object/compress"
+	"github.com/sluicefs/sluice/internal/object/prefix"
+)
+
+// openVolume opens the metadata engine at metaURL and reads the volume
+// settings it holds.
+func openVolume(ctx context.Context, metaURL string) (store.Store, *meta.Format, error) {
+	st, err := all.Open(ctx, metaURL, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := meta.Load(ctx, st)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, f, nil
+}
+
+// openBucket opens the volume's raw bucket, without prefix or compression.
+func openBucket(f *meta.Format) (object.Store, error) {
+	s, err := objall.Open(f.Storage, f.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("object storage: %w", err)
+	}
+	return s, nil
+}
+
+// volumeStore wraps a bucket the way the volume's data is laid out: every
+// key under "NAME/", blocks compressed as the volume says.
+func volumeStore(bucket object.Store, f *meta.Format) (object.Store, error) {
+	s := prefix.New(bucket, f.Name+"/")
+	return compress.New(s, f.Compression)
+}

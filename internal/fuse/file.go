@@ -1,0 +1,140 @@
+package fuse
+
+import (
+	"syscall"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/vfs"
+)
+
+func (fs *fileSystem) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
+	a, fh, err := fs.v.Create(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), []byte(name),
+		uint16(in.Mode&0o7777), uint16(in.Umask), in.Flags)
+	if err != nil {
+		return fs.status("create", err)
+	}
+	fs.fillEntry(a, &out.EntryOut)
+	out.Fh = fh
+	return gofuse.OK
+}
+
+func (fs *fileSystem) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
+	_, fh, err := fs.v.Open(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), in.Flags)
+	if err != nil {
+		return fs.status("open", err)
+	}
+	out.Fh = fh
+	return gofuse.OK
+}
+
+func (fs *fileSystem) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gofuse.ReadResult, gofuse.Status) {
+	data, err := fs.v.Read(fs.ctx(&in.InHeader), in.Fh, in.Offset, int(in.Size))
+	if err != nil {
+		return nil, fs.status("read", err)
+	}
+	return gofuse.ReadResultData(data), gofuse.OK
+}
+
+func (fs *fileSystem) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
+	if err := fs.v.Write(fs.ctx(&in.InHeader), in.Fh, in.Offset, data); err != nil {
+		return 0, fs.status("write", err)
+	}
+	return uint32(len(data)), gofuse.OK
+}
+
+func (fs *fileSystem) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status {
+	return fs.status("flush", fs.v.Flush(fs.ctx(&in.InHeader), in.Fh))
+}
+
+func (fs *fileSystem) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
+	return fs.status("fsync", fs.v.Fsync(fs.ctx(&in.InHeader), in.Fh))
+}
+
+func (fs *fileSystem) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
+	if err := fs.v.Release(fs.ctx(&in.InHeader), in.Fh); err != nil {
+		fs.status("release", err)
+	}
+}
+
+// Fallocate supports the default mode (allocate, extending the size) and
+// FALLOC_FL_KEEP_SIZE; blocks are not reserved ahead in object storage.
+func (fs *fileSystem) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) gofuse.Status {
+	const keepSize = 1
+	if in.Mode&^keepSize != 0 {
+		return gofuse.Status(syscall.EOPNOTSUPP)
+	}
+	ctx := fs.ctx(&in.InHeader)
+	return fs.status("fallocate", fs.v.Fallocate(ctx, in.Fh, in.Offset, in.Length, in.Mode&keepSize != 0))
+}
+
+func (fs *fileSystem) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
+	fh, err := fs.v.OpenDir(fs.ctx(&in.InHeader), meta.Ino(in.NodeId))
+	if err != nil {
+		return fs.status("opendir", err)
+	}
+	out.Fh = fh
+	return gofuse.OK
+}
+
+func (fs *fileSystem) ReadDir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
+	err := fs.v.ReadDir(fs.ctx(&in.InHeader), in.Fh, in.Offset, false, func(e vfs.DirEntry) bool {
+		return out.AddDirEntry(gofuse.DirEntry{Mode: typeBits[e.Type], Name: string(e.Name), Ino: uint64(e.Ino), Off: e.Off})
+	})
+	return fs.status("readdir", err)
+}
+
+func (fs *fileSystem) ReadDirPlus(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
+	err := fs.v.ReadDir(fs.ctx(&in.InHeader), in.Fh, in.Offset, true, func(e vfs.DirEntry) bool {
+		eo := out.AddDirLookupEntry(gofuse.DirEntry{Mode: typeBits[e.Type], Name: string(e.Name), Ino: uint64(e.Ino), Off: e.Off})
+		if eo == nil {
+			return false
+		}
+		if e.Attr != nil {
+			fs.fillEntry(e.Attr, eo)
+		}
+		return true
+	})
+	return fs.status("readdirplus", err)
+}
+
+func (fs *fileSystem) ReleaseDir(in *gofuse.ReleaseIn) { fs.v.ReleaseDir(in.Fh) }
+
+func (fs *fileSystem) FsyncDir(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
+	return gofuse.OK // every metadata change is committed when it returns
+}
+
+func (fs *fileSystem) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, dest []byte) (uint32, gofuse.Status) {
+	v, err := fs.v.GetXattr(fs.ctx(h), meta.Ino(h.NodeId), name)
+	if err != nil {
+		return 0, fs.status("getxattr", err)
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), gofuse.ERANGE
+	}
+	return uint32(copy(dest, v)), gofuse.OK
+}
+
+func (fs *fileSystem) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (uint32, gofuse.Status) {
+	names, err := fs.v.ListXattr(fs.ctx(h), meta.Ino(h.NodeId))
+	if err != nil {
+		return 0, fs.status("listxattr", err)
+	}
+	var list []byte
+	for _, n := range names {
+		list = append(append(list, n...), 0)
+	}
+	if len(dest) < len(list) {
+		return uint32(len(list)), gofuse.ERANGE
+	}
+	return uint32(copy(dest, list)), gofuse.OK
+}
+
+func (fs *fileSystem) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name string, data []byte) gofuse.Status {
+	return fs.status("setxattr", fs.v.SetXattr(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), name, data, in.Flags))
+}
+
+func (fs *fileSystem) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	return fs.status("removexattr", fs.v.RemoveXattr(fs.ctx(h), meta.Ino(h.NodeId), name))
+}

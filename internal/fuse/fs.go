@@ -1,0 +1,253 @@
+// Package fuse binds the kernel's FUSE protocol to package vfs through
+// go-fuse's raw API: each request becomes one vfs call with the caller's
+// credentials, node ids are Sluice inode numbers, and errors map to errno
+// in one place (status). Nothing here knows about metadata engines or
+// object storage.
+package fuse
+
+import (
+	"context"
+	"log/slog"
+	"syscall"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/vfs"
+)
+
+// fileSystem implements gofuse.RawFileSystem over a VFS.
+type fileSystem struct {
+	gofuse.RawFileSystem // ENOSYS for what is not implemented
+	v      *vfs.VFS
+	log    *slog.Logger
+	groups *groupCache
+}
+
+var _ gofuse.RawFileSystem = (*fileSystem)(nil)
+
+func newFileSystem(v *vfs.VFS, log *slog.Logger) *fileSystem {
+	return &fileSystem{RawFileSystem: gofuse.NewDefaultRawFileSystem(), v: v, log: log, groups: newGroupCache()}
+}
+
+func (fs *fileSystem) String() string { return "sluice" }
+
+// ctx carries the credentials of the calling process.
+func (fs *fileSystem) ctx(h *gofuse.InHeader) context.Context {
+	c := meta.Cred{Uid: h.Uid, Gid: h.Gid, Pid: h.Pid}
+	if c.Uid != 0 {
+		c.Gids = fs.groups.get(h.Pid)
+	}
+	return meta.WithCred(context.Background(), c)
+}
+
+// status maps an error to a FUSE status, logging unexpected failures.
+func (fs *fileSystem) status(op string, err error) gofuse.Status {
+	if err == nil {
+		return gofuse.OK
+	}
+	e := meta.Errno(err)
+	if e == syscall.EIO {
+		fs.log.Error("operation failed", "op", op, "err", err)
+	}
+	return gofuse.Status(e)
+}
+
+var typeBits = map[uint8]uint32{
+	store.TypeFile:     syscall.S_IFREG,
+	store.TypeDir:      syscall.S_IFDIR,
+	store.TypeSymlink:  syscall.S_IFLNK,
+	store.TypeFIFO:     syscall.S_IFIFO,
+	store.TypeBlockDev: syscall.S_IFBLK,
+	store.TypeCharDev:  syscall.S_IFCHR,
+	store.TypeSocket:   syscall.S_IFSOCK,
+}
+
+func typeOfMode(mode uint32) uint8 {
+	for t, bits := range typeBits {
+		if mode&syscall.S_IFMT == bits {
+			return t
+		}
+	}
+	return 0
+}
+
+func fillAttr(a *meta.Attr, out *gofuse.Attr) {
+	out.Ino = uint64(a.Ino)
+	out.Size = a.Length
+	out.Blocks = (a.Length + 511) / 512
+	out.Atime, out.Atimensec = uint64(a.Atime), a.Atimensec
+	out.Mtime, out.Mtimensec = uint64(a.Mtime), a.Mtimensec
+	out.Ctime, out.Ctimensec = uint64(a.Ctime), a.Ctimensec
+	out.Mode = typeBits[a.Type] | uint32(a.Mode)
+	out.Nlink = a.Nlink
+	out.Uid, out.Gid = a.Uid, a.Gid
+	out.Rdev = a.Rdev
+	out.Blksize = 1 << 20
+}
+
+func (fs *fileSystem) fillEntry(a *meta.Attr, out *gofuse.EntryOut) {
+	out.NodeId = uint64(a.Ino)
+	fillAttr(a, &out.Attr)
+	if a.Type == store.TypeDir {
+		out.SetEntryTimeout(fs.v.Conf.DirEntryTimeout)
+	} else {
+		out.SetEntryTimeout(fs.v.Conf.EntryTimeout)
+	}
+	out.SetAttrTimeout(fs.v.Conf.AttrTimeout)
+}
+
+func (fs *fileSystem) attrOut(a *meta.Attr, out *gofuse.AttrOut) {
+	fillAttr(a, &out.Attr)
+	out.SetTimeout(fs.v.Conf.AttrTimeout)
+}
+
+func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
+	a, err := fs.v.Lookup(fs.ctx(h), meta.Ino(h.NodeId), []byte(name))
+	if err != nil {
+		return fs.status("lookup", err)
+	}
+	fs.fillEntry(a, out)
+	return gofuse.OK
+}
+
+// Forget does nothing: node ids are inode numbers and need no table.
+func (fs *fileSystem) Forget(nodeid, nlookup uint64) {}
+
+func (fs *fileSystem) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) gofuse.Status {
+	a, err := fs.v.GetAttr(fs.ctx(&in.InHeader), meta.Ino(in.NodeId))
+	if err != nil {
+		return fs.status("getattr", err)
+	}
+	fs.attrOut(a, out)
+	return gofuse.OK
+}
+
+func (fs *fileSystem) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.AttrOut) gofuse.Status {
+	var mask uint32
+	var a meta.Attr
+	if in.Valid&gofuse.FATTR_MODE != 0 {
+		mask |= meta.SetMode
+		a.Mode = uint16(in.Mode & 0o7777)
+	}
+	if in.Valid&gofuse.FATTR_UID != 0 {
+		mask |= meta.SetUid
+		a.Uid = in.Uid
+	}
+	if in.Valid&gofuse.FATTR_GID != 0 {
+		mask |= meta.SetGid
+		a.Gid = in.Gid
+	}
+	if in.Valid&gofuse.FATTR_SIZE != 0 {
+		mask |= meta.SetSize
+		a.Length = in.Size
+		if in.Valid&gofuse.FATTR_FH != 0 {
+			mask |= meta.SetViaHandle
+		}
+	}
+	switch {
+	case in.Valid&gofuse.FATTR_ATIME_NOW != 0:
+		mask |= meta.SetAtimeNow
+	case in.Valid&gofuse.FATTR_ATIME != 0:
+		mask |= meta.SetAtime
+		a.Atime, a.Atimensec = int64(in.Atime), in.Atimensec
+	}
+	switch {
+	case in.Valid&gofuse.FATTR_MTIME_NOW != 0:
+		mask |= meta.SetMtimeNow
+	case in.Valid&gofuse.FATTR_MTIME != 0:
+		mask |= meta.SetMtime
+		a.Mtime, a.Mtimensec = int64(in.Mtime), in.Mtimensec
+	}
+	if in.Valid&gofuse.FATTR_CTIME != 0 {
+		mask |= meta.SetCtime
+		a.Ctime, a.Ctimensec = int64(in.Ctime), in.Ctimensec
+	}
+	res, err := fs.v.SetAttr(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), mask, &a)
+	if err != nil {
+		return fs.status("setattr", err)
+	}
+	fs.attrOut(res, out)
+	return gofuse.OK
+}
+
+func (fs *fileSystem) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	t := typeOfMode(in.Mode)
+	if t == 0 || t == store.TypeDir || t == store.TypeSymlink {
+		return gofuse.EINVAL
+	}
+	nn := meta.NewNode{Type: t, Mode: uint16(in.Mode & 0o7777), Umask: uint16(in.Umask), Rdev: in.Rdev}
+	a, err := fs.v.Mknod(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), []byte(name), nn)
+	if err != nil {
+		return fs.status("mknod", err)
+	}
+	fs.fillEntry(a, out)
+	return gofuse.OK
+}
+
+func (fs *fileSystem) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	nn := meta.NewNode{Type: store.TypeDir, Mode: uint16(in.Mode & 0o7777), Umask: uint16(in.Umask)}
+	a, err := fs.v.Mknod(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), []byte(name), nn)
+	if err != nil {
+		return fs.status("mkdir", err)
+	}
+	fs.fillEntry(a, out)
+	return gofuse.OK
+}
+
+func (fs *fileSystem) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	return fs.status("unlink", fs.v.Unlink(fs.ctx(h), meta.Ino(h.NodeId), []byte(name)))
+}
+
+func (fs *fileSystem) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	return fs.status("rmdir", fs.v.Rmdir(fs.ctx(h), meta.Ino(h.NodeId), []byte(name)))
+}
+
+func (fs *fileSystem) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) gofuse.Status {
+	err := fs.v.Rename(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), []byte(oldName), meta.Ino(in.Newdir), []byte(newName), in.Flags)
+	return fs.status("rename", err)
+}
+
+func (fs *fileSystem) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	a, err := fs.v.Link(fs.ctx(&in.InHeader), meta.Ino(in.Oldnodeid), meta.Ino(in.NodeId), []byte(name))
+	if err != nil {
+		return fs.status("link", err)
+	}
+	fs.fillEntry(a, out)
+	return gofuse.OK
+}
+
+func (fs *fileSystem) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name string, out *gofuse.EntryOut) gofuse.Status {
+	nn := meta.NewNode{Type: store.TypeSymlink, Mode: 0o777, Target: []byte(target)}
+	a, err := fs.v.Mknod(fs.ctx(h), meta.Ino(h.NodeId), []byte(name), nn)
+	if err != nil {
+		return fs.status("symlink", err)
+	}
+	fs.fillEntry(a, out)
+	return gofuse.OK
+}
+
+func (fs *fileSystem) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, gofuse.Status) {
+	target, err := fs.v.ReadLink(fs.ctx(h), meta.Ino(h.NodeId))
+	return target, fs.status("readlink", err)
+}
+
+func (fs *fileSystem) Access(cancel <-chan struct{}, in *gofuse.AccessIn) gofuse.Status {
+	return fs.status("access", fs.v.Access(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), in.Mask&7))
+}
+
+func (fs *fileSystem) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.StatfsOut) gofuse.Status {
+	st, err := fs.v.StatFS(fs.ctx(h))
+	if err != nil {
+		return fs.status("statfs", err)
+	}
+	const bsize = 4096
+	out.Bsize, out.Frsize, out.NameLen = bsize, bsize, 255
+	out.Blocks = st.TotalSpace / bsize
+	out.Bfree = st.AvailSpace / bsize
+	out.Bavail = out.Bfree
+	out.Files = st.UsedInodes + st.AvailInodes
+	out.Ffree = st.AvailInodes
+	return gofuse.OK
+}

@@ -1,0 +1,67 @@
+package fuse
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluicefs/sluice/internal/vfs"
+)
+
+// Options tune a mount.
+type Options struct {
+	// FsName is shown as the mount's source in /proc/mounts.
+	FsName string
+	// ReadOnly mounts read-only.
+	ReadOnly bool
+	// Debug logs every FUSE request.
+	Debug bool
+	// AllowOther lets users other than the mounting one use the mount;
+	// it defaults to on when mounting as root.
+	AllowOther bool
+}
+
+// Server is a running mount.
+type Server struct {
+	srv        *gofuse.Server
+	MountPoint string
+}
+
+// Mount mounts v at mountPoint and serves requests in the background. It
+// returns once the kernel has the mount. As root it mounts directly,
+// without the fusermount helper; otherwise it needs fusermount3.
+func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Server, error) {
+	fs := newFileSystem(v, log)
+	mo := &gofuse.MountOptions{
+		FsName:               opts.FsName,
+		Name:                 "sluice",
+		AllowOther:           opts.AllowOther || os.Geteuid() == 0,
+		MaxWrite:             1 << 20,
+		MaxReadAhead:         1 << 20,
+		MaxBackground:        64,
+		DirectMount:          true,
+		Debug:                opts.Debug,
+		EnableSymlinkCaching: true,
+	}
+	if opts.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+	}
+	srv, err := gofuse.NewServer(fs, mountPoint, mo)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		srv.Unmount()
+		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
+	}
+	return &Server{srv: srv, MountPoint: mountPoint}, nil
+}
+
+// Unmount asks the kernel to unmount; it fails while the mount is busy.
+func (s *Server) Unmount() error { return s.srv.Unmount() }
+
+// Wait blocks until the mount is gone (unmounted by anyone).
+func (s *Server) Wait() { s.srv.Wait() }

@@ -1,0 +1,123 @@
+package meta
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// Access masks, as in access(2).
+const (
+	MayRead  = 4
+	MayWrite = 2
+	MayExec  = 1
+)
+
+// Node flags (the chattr bits a file system keeps).
+const (
+	FlagImmutable = 1
+	FlagAppend    = 2
+)
+
+// Mode bits beyond the permission bits.
+const (
+	modeSetuid = 0o4000
+	modeSetgid = 0o2000
+	modeSticky = 0o1000
+)
+
+// permits applies the classic owner/group/other check of mask against n.
+func permits(c Cred, n *Attr, mask uint32) bool {
+	if c.IsRoot() {
+		// Root may do anything but execute a file nobody may execute.
+		return mask&MayExec == 0 || n.Type == store.TypeDir || n.Mode&0o111 != 0
+	}
+	var bits uint32
+	switch {
+	case c.Uid == n.Uid:
+		bits = uint32(n.Mode>>6) & 7
+	case c.InGroup(n.Gid):
+		bits = uint32(n.Mode>>3) & 7
+	default:
+		bits = uint32(n.Mode) & 7
+	}
+	return bits&mask == mask
+}
+
+func checkAccess(c Cred, n *Attr, mask uint32) error {
+	if !permits(c, n, mask) {
+		return syscall.EACCES
+	}
+	return nil
+}
+
+// checkSticky enforces the sticky bit of dir for removing or replacing
+// victim: only the owner of the file or of the directory (or root) may.
+func checkSticky(c Cred, dir, victim *Attr) error {
+	if dir.Mode&modeSticky != 0 && !c.IsRoot() && c.Uid != dir.Uid && c.Uid != victim.Uid {
+		return syscall.EPERM
+	}
+	return nil
+}
+
+// checkDirWrite checks that a caller may add or remove entries of dir.
+func checkDirWrite(c Cred, dir *Attr) error {
+	if dir.Type != store.TypeDir {
+		return syscall.ENOTDIR
+	}
+	if dir.Flags&(FlagImmutable|FlagAppend) != 0 {
+		return syscall.EPERM
+	}
+	return checkAccess(c, dir, MayWrite|MayExec)
+}
+
+// validName rejects names a directory may not hold.
+func checkName(name []byte) error {
+	if len(name) == 0 {
+		return syscall.ENOENT
+	}
+	if len(name) > 255 {
+		return syscall.ENAMETOOLONG
+	}
+	for _, b := range name {
+		if b == '/' || b == 0 {
+			return syscall.EINVAL
+		}
+	}
+	return nil
+}
+
+func isDot(name []byte) bool {
+	return string(name) == "." || string(name) == ".."
+}
+
+// stamp returns the current time split as the records keep it.
+func stamp() (int64, uint32) {
+	now := time.Now()
+	return now.Unix(), uint32(now.Nanosecond())
+}
+
+func touchMtime(n *Attr, sec int64, nsec uint32) {
+	n.Mtime, n.Mtimensec = sec, nsec
+	n.Ctime, n.Ctimensec = sec, nsec
+}
+
+func touchCtime(n *Attr, sec int64, nsec uint32) {
+	n.Ctime, n.Ctimensec = sec, nsec
+}
+
+// align4K is the space a file of length bytes is charged.
+func align4K(length uint64) int64 {
+	if length == 0 {
+		return 4096
+	}
+	return int64((length + 4095) &^ 4095)
+}
+
+func (c *Client) writable() error {
+	if c.conf.ReadOnly {
+		return syscall.EROFS
+	}
+	return nil
+}

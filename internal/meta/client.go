@@ -1,0 +1,394 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// Re-exported record types, so callers of meta need not import store.
+type (
+	// Ino is an inode number.
+	Ino = store.Ino
+	// Attr holds the attributes of an inode.
+	Attr = store.Node
+	// Slice is one element of a chunk's slice list.
+	Slice = store.Slice
+)
+
+// RootIno is the inode of the root directory.
+const RootIno = store.RootIno
+
+// ChunkSize is the size of the file range one slice list describes.
+const ChunkSize = 64 << 20
+
+// Counter names.
+const (
+	counterNextInode   = "nextInode"
+	counterNextSlice   = "nextChunk"
+	counterNextSession = "nextSession"
+	counterUsedSpace   = "usedSpace"
+	counterUsedInodes  = "usedInodes"
+)
+
+// Config tunes a Client.
+type Config struct {
+	// ReadOnly refuses every change with EROFS.
+	ReadOnly bool
+	// Heartbeat is the interval of session heartbeats.
+	Heartbeat time.Duration
+	// DeleteSlice removes the stored blocks of a slice whose last reference
+	// is gone. Nil leaves deletions queued.
+	DeleteSlice func(ctx context.Context, id uint64, size uint32) error
+	// SessionInfo describes the mount for `sluice status`.
+	SessionInfo SessionInfo
+	// Logger receives background errors. Nil discards them.
+	Logger *slog.Logger
+}
+
+// SessionInfo describes one mount.
+type SessionInfo struct {
+	Host       string
+	MountPoint string
+	Version    string
+	PID        int
+	Started    int64
+}
+
+// Client is one mount's handle on a volume's metadata.
+type Client struct {
+	st     store.Store
+	conf   Config
+	format *Format
+	log    *slog.Logger
+
+	inodes, slices idPool
+
+	// Usage deltas not yet written to the shared counters; flushed in the
+	// background so creates do not all serialize on one counter record.
+	usedSpace, usedInodes atomic.Int64
+
+	sid uint64
+
+	mu struct {
+		sync.Mutex
+		open      map[Ino]int  // open handles per inode
+		sustained map[Ino]bool // unlinked while open
+	}
+
+	wake   chan struct{} // pokes the background loop
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// idPool hands out ids from batches reserved in the engine.
+type idPool struct {
+	mu        sync.Mutex
+	next, end uint64
+}
+
+// Load reads the volume settings from st.
+func Load(ctx context.Context, st store.Store) (*Format, error) {
+	var f *Format
+	err := st.View(ctx, func(tx store.Tx) error {
+		b, err := tx.Setting()
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no volume found in %s: run `sluice format` first", st.Name())
+		}
+		if err != nil {
+			return err
+		}
+		f, err = decodeFormat(b)
+		return err
+	})
+	return f, err
+}
+
+// FormatVolume stores new settings and creates the root directory. When a
+// volume already exists it may change only mutable settings (capacity,
+// inodes, trash days, limits) and must keep the immutable ones.
+func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool, err error) {
+	if err := f.Validate(); err != nil {
+		return false, err
+	}
+	f.MetaVersion = MetaVersion
+	err = st.Update(ctx, func(tx store.Tx) error {
+		b, err := tx.Setting()
+		if err == nil {
+			old, err := decodeFormat(b)
+			if err != nil {
+				return err
+			}
+			if err := f.checkImmutable(old); err != nil {
+				return err
+			}
+			f.UUID = old.UUID
+			created = false
+		} else if errors.Is(err, store.ErrNotFound) {
+			created = true
+			now := time.Now()
+			tx.SetNode(&store.Node{Ino: RootIno, Type: store.TypeDir, Mode: 0o777, Nlink: 2,
+				Atime: now.Unix(), Mtime: now.Unix(), Ctime: now.Unix(),
+				Atimensec: uint32(now.Nanosecond()), Mtimensec: uint32(now.Nanosecond()), Ctimensec: uint32(now.Nanosecond()),
+				Length: 4096, Parent: RootIno})
+			tx.SetCounter(counterNextInode, 2)
+			tx.SetCounter(counterNextSlice, 1)
+			tx.SetCounter(counterNextSession, 1)
+		} else {
+			return err
+		}
+		nb, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		tx.SetSetting(nb)
+		return nil
+	})
+	return created, err
+}
+
+// NewClient opens the volume in st for one mount and starts its session
+// and background work. Close stops them.
+func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error) {
+	f, err := Load(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if conf.Heartbeat <= 0 {
+		conf.Heartbeat = 12 * time.Second
+	}
+	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.mu.open = map[Ino]int{}
+	c.mu.sustained = map[Ino]bool{}
+	if !conf.ReadOnly {
+		if err := c.registerSession(ctx); err != nil {
+			return nil, err
+		}
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go c.background(bg)
+	return c, nil
+}
+
+// Format returns the volume settings.
+func (c *Client) Format() *Format { return c.format }
+
+// Store returns the engine the client works on.
+func (c *Client) Store() store.Store { return c.st }
+
+// Close flushes usage counters, ends the session and stops background work.
+// Files this session kept open after unlink are deleted.
+func (c *Client) Close(ctx context.Context) error {
+	c.cancel()
+	<-c.done
+	var errs []error
+	if !c.conf.ReadOnly {
+		errs = append(errs, c.flushUsage(ctx))
+		c.mu.Lock()
+		var sustained []Ino
+		for ino := range c.mu.sustained {
+			sustained = append(sustained, ino)
+		}
+		c.mu.Unlock()
+		for _, ino := range sustained {
+			errs = append(errs, c.deleteSustained(ctx, ino))
+		}
+		errs = append(errs, c.st.Update(ctx, func(tx store.Tx) error {
+			tx.DeleteSession(c.sid)
+			return nil
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Client) registerSession(ctx context.Context) error {
+	info := c.conf.SessionInfo
+	if info.PID == 0 {
+		info.PID = os.Getpid()
+	}
+	if info.Started == 0 {
+		info.Started = time.Now().Unix()
+	}
+	b, _ := json.Marshal(info)
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		n, err := tx.Counter(counterNextSession)
+		if err != nil {
+			return err
+		}
+		tx.SetCounter(counterNextSession, n+1)
+		c.sid = uint64(n)
+		tx.SetSession(store.Session{Sid: c.sid, Heartbeat: time.Now().Unix(), Info: b})
+		return nil
+	})
+}
+
+// SessionStatus is one registered mount, for `sluice status`.
+type SessionStatus struct {
+	Sid       uint64
+	Heartbeat time.Time
+	SessionInfo
+}
+
+// Sessions lists the mounts registered with the volume in st.
+func Sessions(ctx context.Context, st store.Store) ([]SessionStatus, error) {
+	var out []SessionStatus
+	err := st.View(ctx, func(tx store.Tx) error {
+		ss, err := tx.Sessions()
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for _, s := range ss {
+			st := SessionStatus{Sid: s.Sid, Heartbeat: time.Unix(s.Heartbeat, 0)}
+			_ = json.Unmarshal(s.Info, &st.SessionInfo) // unknown info still lists the session
+			out = append(out, st)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// allocate returns a fresh id from pool, reserving batches of n in counter.
+func (c *Client) allocate(ctx context.Context, p *idPool, counter string, n uint64) (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next == p.end {
+		var start int64
+		err := c.st.Update(ctx, func(tx store.Tx) error {
+			v, err := tx.Counter(counter)
+			if err != nil {
+				return err
+			}
+			start = v
+			tx.SetCounter(counter, v+int64(n))
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("allocate %s: %w", counter, err)
+		}
+		p.next, p.end = uint64(start), uint64(start)+n
+	}
+	id := p.next
+	p.next++
+	return id, nil
+}
+
+func (c *Client) newIno(ctx context.Context) (Ino, error) {
+	id, err := c.allocate(ctx, &c.inodes, counterNextInode, 128)
+	return Ino(id), err
+}
+
+// NewSliceID returns a volume-wide unique slice id.
+func (c *Client) NewSliceID(ctx context.Context) (uint64, error) {
+	return c.allocate(ctx, &c.slices, counterNextSlice, 256)
+}
+
+func (c *Client) flushUsage(ctx context.Context) error {
+	space, inodes := c.usedSpace.Swap(0), c.usedInodes.Swap(0)
+	if space == 0 && inodes == 0 {
+		return nil
+	}
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		s, err := tx.Counter(counterUsedSpace)
+		if err != nil {
+			return err
+		}
+		i, err := tx.Counter(counterUsedInodes)
+		if err != nil {
+			return err
+		}
+		tx.SetCounter(counterUsedSpace, s+space)
+		tx.SetCounter(counterUsedInodes, i+inodes)
+		return nil
+	})
+	if err != nil {
+		c.usedSpace.Add(space)
+		c.usedInodes.Add(inodes)
+	}
+	return err
+}
+
+// background owns the periodic work of a client: usage flushes,
+// heartbeats and data deletion. It stops when ctx is cancelled.
+func (c *Client) background(ctx context.Context) {
+	defer close(c.done)
+	if c.conf.ReadOnly {
+		<-ctx.Done()
+		return
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastBeat := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-c.wake:
+		}
+		if err := c.flushUsage(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("flush usage counters", "err", err)
+		}
+		if time.Since(lastBeat) >= c.conf.Heartbeat {
+			lastBeat = time.Now()
+			if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("session heartbeat", "sid", c.sid, "err", err)
+			}
+		}
+		if err := c.processDeletions(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("delete data", "err", err)
+		}
+	}
+}
+
+func (c *Client) heartbeat(ctx context.Context) error {
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		ss, err := tx.Sessions()
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			if s.Sid == c.sid {
+				s.Heartbeat = time.Now().Unix()
+				tx.SetSession(s)
+			}
+		}
+		return nil
+	})
+}
+
+func (c *Client) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Errno extracts the POSIX error number of err: the wrapped syscall.Errno,
+// or EIO for any other failure, 0 for nil.
+func Errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, context.Canceled) {
+		return syscall.EINTR
+	}
+	return syscall.EIO
+}

@@ -1,0 +1,183 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// MaxSymlink is the longest symlink target accepted, in bytes.
+const MaxSymlink = 4096
+
+// NewNode describes a node to create.
+type NewNode struct {
+	Type   uint8
+	Mode   uint16 // permission bits with setuid, setgid and sticky
+	Umask  uint16
+	Rdev   uint32
+	Target []byte // symlink target
+}
+
+// Mknod creates name in parent: a file, directory, symlink, fifo, socket or
+// device, as described by nn.
+func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode) (*Attr, error) {
+	if err := c.writable(); err != nil {
+		return nil, err
+	}
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if isDot(name) {
+		return nil, syscall.EEXIST
+	}
+	if nn.Type == store.TypeSymlink && (len(nn.Target) == 0 || len(nn.Target) > MaxSymlink) {
+		if len(nn.Target) == 0 {
+			return nil, syscall.ENOENT
+		}
+		return nil, syscall.ENAMETOOLONG
+	}
+	ino, err := c.newIno(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkInodeQuota(ctx); err != nil {
+		return nil, err
+	}
+	cred := CredOf(ctx)
+	var out *Attr
+	err = c.st.Update(ctx, func(tx store.Tx) error {
+		dir, err := node(tx, parent)
+		if err != nil {
+			return err
+		}
+		if err := checkDirWrite(cred, dir); err != nil {
+			return err
+		}
+		if dir.Nlink == 0 {
+			return syscall.ENOENT // the directory was removed
+		}
+		if _, err := tx.Edge(parent, name); err == nil {
+			return syscall.EEXIST
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		sec, nsec := stamp()
+		n := &Attr{Ino: ino, Type: nn.Type, Mode: (nn.Mode &^ nn.Umask) & 0o7777, Uid: cred.Uid, Gid: cred.Gid,
+			Nlink: 1, Parent: parent, Rdev: nn.Rdev}
+		n.Atime, n.Atimensec = sec, nsec
+		touchMtime(n, sec, nsec)
+		if dir.Mode&modeSetgid != 0 {
+			n.Gid = dir.Gid
+			if nn.Type == store.TypeDir {
+				n.Mode |= modeSetgid
+			}
+		}
+		if nn.Type != store.TypeDir && n.Mode&modeSetgid != 0 && !cred.IsRoot() && !cred.InGroup(n.Gid) {
+			n.Mode &^= modeSetgid
+		}
+		switch nn.Type {
+		case store.TypeDir:
+			n.Nlink = 2
+			n.Length = 4096
+			dir.Nlink++
+		case store.TypeSymlink:
+			n.Mode = 0o777
+			n.Length = uint64(len(nn.Target))
+			tx.SetSymlink(ino, bytes.Clone(nn.Target))
+		}
+		touchMtime(dir, sec, nsec)
+		tx.SetNode(dir)
+		tx.SetNode(n)
+		tx.SetEdge(parent, store.Edge{Name: bytes.Clone(name), Ino: ino, Type: nn.Type})
+		out = n
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.usedInodes.Add(1)
+	c.usedSpace.Add(align4K(0))
+	return out, nil
+}
+
+// Link adds a new name for ino in newParent.
+func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*Attr, error) {
+	if err := c.writable(); err != nil {
+		return nil, err
+	}
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if isDot(name) {
+		return nil, syscall.EEXIST
+	}
+	cred := CredOf(ctx)
+	var out *Attr
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		n, err := node(tx, ino)
+		if err != nil {
+			return err
+		}
+		if n.Type == store.TypeDir {
+			return syscall.EPERM
+		}
+		if n.Flags&(FlagImmutable|FlagAppend) != 0 {
+			return syscall.EPERM
+		}
+		if n.Nlink == 0 {
+			return syscall.ENOENT
+		}
+		if n.Nlink >= 65000 {
+			return syscall.EMLINK
+		}
+		dir, err := node(tx, newParent)
+		if err != nil {
+			return err
+		}
+		if err := checkDirWrite(cred, dir); err != nil {
+			return err
+		}
+		if dir.Nlink == 0 {
+			return syscall.ENOENT
+		}
+		if _, err := tx.Edge(newParent, name); err == nil {
+			return syscall.EEXIST
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		sec, nsec := stamp()
+		n.Nlink++
+		n.Parent = 0
+		touchCtime(n, sec, nsec)
+		touchMtime(dir, sec, nsec)
+		tx.SetNode(n)
+		tx.SetNode(dir)
+		tx.SetEdge(newParent, store.Edge{Name: bytes.Clone(name), Ino: ino, Type: n.Type})
+		out = n
+		return nil
+	})
+	return out, err
+}
+
+// ReadLink returns the target of a symlink.
+func (c *Client) ReadLink(ctx context.Context, ino Ino) ([]byte, error) {
+	var out []byte
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		n, err := node(tx, ino)
+		if err != nil {
+			return err
+		}
+		if n.Type != store.TypeSymlink {
+			return syscall.EINVAL
+		}
+		out, err = tx.Symlink(ino)
+		if errors.Is(err, store.ErrNotFound) {
+			return syscall.EIO
+		}
+		return err
+	})
+	return out, err
+}

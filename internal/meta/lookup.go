@@ -1,0 +1,102 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// node reads ino, turning a missing record into ENOENT.
+func node(tx store.Tx, ino Ino) (*Attr, error) {
+	n, err := tx.Node(ino)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, syscall.ENOENT
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read inode %d: %w", ino, err)
+	}
+	return n, nil
+}
+
+// edge reads a directory entry, turning a missing record into ENOENT.
+func edge(tx store.Tx, parent Ino, name []byte) (store.Edge, error) {
+	e, err := tx.Edge(parent, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return e, syscall.ENOENT
+	}
+	if err != nil {
+		return e, fmt.Errorf("read entry %q of %d: %w", name, parent, err)
+	}
+	return e, nil
+}
+
+// Lookup finds name in directory parent and returns its attributes.
+func (c *Client) Lookup(ctx context.Context, parent Ino, name []byte) (*Attr, error) {
+	if len(name) > 255 {
+		return nil, syscall.ENAMETOOLONG
+	}
+	cred := CredOf(ctx)
+	var out *Attr
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		dir, err := node(tx, parent)
+		if err != nil {
+			return err
+		}
+		if dir.Type != store.TypeDir {
+			return syscall.ENOTDIR
+		}
+		if err := checkAccess(cred, dir, MayExec); err != nil {
+			return err
+		}
+		target := parent
+		switch string(name) {
+		case ".":
+		case "..":
+			target = dir.Parent
+			if parent == RootIno {
+				target = RootIno
+			}
+		default:
+			e, err := edge(tx, parent, name)
+			if err != nil {
+				return err
+			}
+			target = e.Ino
+		}
+		out, err = node(tx, target)
+		return err
+	})
+	return out, err
+}
+
+// GetAttr returns the attributes of ino.
+func (c *Client) GetAttr(ctx context.Context, ino Ino) (*Attr, error) {
+	var out *Attr
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		out, err = node(tx, ino)
+		return err
+	})
+	return out, err
+}
+
+// Access checks mask (MayRead|MayWrite|MayExec, or 0 for existence) for
+// the caller on ino, as access(2) does.
+func (c *Client) Access(ctx context.Context, ino Ino, mask uint32) error {
+	n, err := c.GetAttr(ctx, ino)
+	if err != nil {
+		return err
+	}
+	if mask&MayWrite != 0 {
+		if err := c.writable(); err != nil {
+			return err
+		}
+		if n.Flags&FlagImmutable != 0 {
+			return syscall.EPERM
+		}
+	}
+	return checkAccess(CredOf(ctx), n, mask)
+}

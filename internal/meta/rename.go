@@ -1,0 +1,220 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// Rename flags, as in renameat2(2).
+const (
+	RenameNoReplace = 1
+	RenameExchange  = 2
+	RenameWhiteout  = 4
+)
+
+// Rename moves entry srcName of srcParent to dstName of dstParent.
+func (c *Client) Rename(ctx context.Context, srcParent Ino, srcName []byte, dstParent Ino, dstName []byte, flags uint32) error {
+	if err := c.writable(); err != nil {
+		return err
+	}
+	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
+		return syscall.EINVAL
+	}
+	for _, name := range [][]byte{srcName, dstName} {
+		if err := checkName(name); err != nil {
+			return err
+		}
+		if isDot(name) {
+			return syscall.EBUSY
+		}
+	}
+	cred := CredOf(ctx)
+	var r removal
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		r = removal{}
+		return c.renameTx(tx, cred, srcParent, srcName, dstParent, dstName, flags, &r)
+	})
+	if err != nil {
+		return err
+	}
+	c.applyRemoval(&r)
+	return nil
+}
+
+func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn []byte, flags uint32, r *removal) error {
+	sdir, err := node(tx, sp)
+	if err != nil {
+		return err
+	}
+	ddir := sdir
+	if dp != sp {
+		if ddir, err = node(tx, dp); err != nil {
+			return err
+		}
+	}
+	if err := checkDirWrite(cred, sdir); err != nil {
+		return err
+	}
+	if err := checkDirWrite(cred, ddir); err != nil {
+		return err
+	}
+	se, err := edge(tx, sp, sn)
+	if err != nil {
+		return err
+	}
+	src, err := node(tx, se.Ino)
+	if err != nil {
+		return err
+	}
+	if err := checkSticky(cred, sdir, src); err != nil {
+		return err
+	}
+	if src.Flags&(FlagImmutable|FlagAppend) != 0 {
+		return syscall.EPERM
+	}
+	if ddir.Nlink == 0 {
+		return syscall.ENOENT
+	}
+	var dst *Attr
+	de, err := tx.Edge(dp, dn)
+	switch {
+	case err == nil:
+		if dst, err = node(tx, de.Ino); err != nil {
+			return err
+		}
+	case errors.Is(err, store.ErrNotFound):
+		if flags&RenameExchange != 0 {
+			return syscall.ENOENT
+		}
+	default:
+		return err
+	}
+	if dst != nil && dst.Ino == src.Ino {
+		if flags&RenameNoReplace != 0 {
+			return syscall.EEXIST
+		}
+		return nil // two names of one inode: nothing to do
+	}
+	if dst != nil && flags&RenameNoReplace != 0 {
+		return syscall.EEXIST
+	}
+	if dst != nil {
+		if err := checkSticky(cred, ddir, dst); err != nil {
+			return err
+		}
+		if dst.Flags&(FlagImmutable|FlagAppend) != 0 {
+			return syscall.EPERM
+		}
+	}
+	// A directory moving to another parent rewrites its "..": that needs
+	// write access to it, and it must not move into its own subtree.
+	if sp != dp {
+		if src.Type == store.TypeDir {
+			if err := checkAccess(cred, src, MayWrite); err != nil {
+				return err
+			}
+			if err := checkNotAncestor(tx, src.Ino, dp); err != nil {
+				return err
+			}
+		}
+		if flags&RenameExchange != 0 && dst.Type == store.TypeDir {
+			if err := checkAccess(cred, dst, MayWrite); err != nil {
+				return err
+			}
+			if err := checkNotAncestor(tx, dst.Ino, sp); err != nil {
+				return err
+			}
+		}
+	}
+	sec, nsec := stamp()
+	if flags&RenameExchange != 0 {
+		return exchange(tx, sdir, ddir, sn, dn, src, dst, sec, nsec)
+	}
+	if dst != nil {
+		if src.Type == store.TypeDir {
+			if dst.Type != store.TypeDir {
+				return syscall.ENOTDIR
+			}
+			if err := checkEmpty(tx, dst.Ino); err != nil {
+				return err
+			}
+			ddir.Nlink--
+		} else if dst.Type == store.TypeDir {
+			return syscall.EISDIR
+		}
+		if err := c.dropLink(tx, dst, r); err != nil {
+			return err
+		}
+	}
+	tx.DeleteEdge(sp, sn)
+	tx.SetEdge(dp, store.Edge{Name: bytes.Clone(dn), Ino: src.Ino, Type: src.Type})
+	if src.Type == store.TypeDir && sp != dp {
+		sdir.Nlink--
+		ddir.Nlink++
+	}
+	if src.Nlink == 1 || src.Type == store.TypeDir {
+		src.Parent = dp
+	}
+	touchCtime(src, sec, nsec)
+	tx.SetNode(src)
+	touchMtime(sdir, sec, nsec)
+	touchMtime(ddir, sec, nsec)
+	tx.SetNode(sdir)
+	if ddir != sdir {
+		tx.SetNode(ddir)
+	}
+	return nil
+}
+
+func exchange(tx store.Tx, sdir, ddir *Attr, sn, dn []byte, src, dst *Attr, sec int64, nsec uint32) error {
+	tx.SetEdge(sdir.Ino, store.Edge{Name: bytes.Clone(sn), Ino: dst.Ino, Type: dst.Type})
+	tx.SetEdge(ddir.Ino, store.Edge{Name: bytes.Clone(dn), Ino: src.Ino, Type: src.Type})
+	if sdir.Ino != ddir.Ino {
+		if src.Type == store.TypeDir {
+			sdir.Nlink--
+			ddir.Nlink++
+		}
+		if dst.Type == store.TypeDir {
+			ddir.Nlink--
+			sdir.Nlink++
+		}
+		if src.Type == store.TypeDir || src.Nlink == 1 {
+			src.Parent = ddir.Ino
+		}
+		if dst.Type == store.TypeDir || dst.Nlink == 1 {
+			dst.Parent = sdir.Ino
+		}
+	}
+	touchCtime(src, sec, nsec)
+	touchCtime(dst, sec, nsec)
+	tx.SetNode(src)
+	tx.SetNode(dst)
+	touchMtime(sdir, sec, nsec)
+	touchMtime(ddir, sec, nsec)
+	tx.SetNode(sdir)
+	if ddir != sdir {
+		tx.SetNode(ddir)
+	}
+	return nil
+}
+
+// checkNotAncestor returns EINVAL when dir is dst or one of its ancestors.
+func checkNotAncestor(tx store.Tx, dir, dst Ino) error {
+	for ino, depth := dst, 0; ; depth++ {
+		if ino == dir {
+			return syscall.EINVAL
+		}
+		if ino == RootIno || depth > 100000 {
+			return nil
+		}
+		n, err := node(tx, ino)
+		if err != nil {
+			return err
+		}
+		ino = n.Parent
+	}
+}

@@ -1,0 +1,101 @@
+package meta
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// unlimited is what statfs reports for a volume without a capacity: 1 PiB.
+const unlimited = 1 << 50
+
+// StatFS describes the volume's space and inodes.
+type StatFS struct {
+	TotalSpace, AvailSpace  uint64
+	UsedInodes, AvailInodes uint64
+}
+
+// usageTx returns the space and inodes in use: the shared counters plus
+// this client's deltas not yet flushed.
+func (c *Client) usageTx(tx store.Tx) (space, inodes int64, err error) {
+	if space, err = tx.Counter(counterUsedSpace); err != nil {
+		return 0, 0, err
+	}
+	if inodes, err = tx.Counter(counterUsedInodes); err != nil {
+		return 0, 0, err
+	}
+	return space + c.usedSpace.Load(), inodes + c.usedInodes.Load(), nil
+}
+
+func (c *Client) usage(ctx context.Context) (space, inodes int64, err error) {
+	err = c.st.View(ctx, func(tx store.Tx) error {
+		space, inodes, err = c.usageTx(tx)
+		return err
+	})
+	return space, inodes, err
+}
+
+// StatFS returns the volume's capacity and usage. Usage counters are shared
+// through the engine about once a second, so another mount's writes show
+// up with that delay.
+func (c *Client) StatFS(ctx context.Context) (StatFS, error) {
+	space, inodes, err := c.usage(ctx)
+	if err != nil {
+		return StatFS{}, err
+	}
+	space, inodes = max(space, 0), max(inodes, 0)
+	var st StatFS
+	st.TotalSpace = c.format.Capacity
+	if st.TotalSpace == 0 {
+		st.TotalSpace = unlimited
+		for st.TotalSpace*8/10 < uint64(space) {
+			st.TotalSpace *= 2
+		}
+	}
+	if uint64(space) < st.TotalSpace {
+		st.AvailSpace = st.TotalSpace - uint64(space)
+	}
+	st.UsedInodes = uint64(inodes)
+	total := c.format.Inodes
+	if total == 0 {
+		total = 10 << 20
+		for total*8/10 < uint64(inodes) {
+			total *= 2
+		}
+	}
+	if uint64(inodes) < total {
+		st.AvailInodes = total - uint64(inodes)
+	}
+	return st, nil
+}
+
+// checkSpaceQuota refuses growth past the volume's capacity.
+func (c *Client) checkSpaceQuota(tx store.Tx, grow int64) error {
+	if c.format.Capacity == 0 || grow <= 0 {
+		return nil
+	}
+	space, _, err := c.usageTx(tx)
+	if err != nil {
+		return err
+	}
+	if uint64(space+grow) > c.format.Capacity {
+		return syscall.ENOSPC
+	}
+	return nil
+}
+
+// checkInodeQuota refuses a new inode past the volume's inode limit.
+func (c *Client) checkInodeQuota(ctx context.Context) error {
+	if c.format.Inodes == 0 {
+		return nil
+	}
+	_, inodes, err := c.usage(ctx)
+	if err != nil {
+		return err
+	}
+	if uint64(inodes) >= c.format.Inodes {
+		return syscall.ENOSPC
+	}
+	return nil
+}

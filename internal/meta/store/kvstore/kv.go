@@ -1,0 +1,111 @@
+// Package kvstore implements store.Tx once over an ordered, transactional
+// key-value database, so that an engine which offers such a database (an
+// embedded SQL table, etcd, TiKV, an in-memory tree) needs only a thin
+// adapter implementing DB and Txn.
+//
+// Key layout (all integers big-endian so that keys sort numerically):
+//
+//	"A" ino "I"            node attributes
+//	"A" ino "D" name       directory entry
+//	"A" ino "S"            symlink target
+//	"A" ino "X" name       extended attribute
+//	"A" ino "C" idx(u32)   chunk slice list
+//	"K" id size(u32)       extra slice references
+//	"C" name               counter
+//	"S"                    volume settings
+//	"N" sid                session
+//	"O" sid ino            sustained inode of a session
+//	"D" ino length         file waiting for data deletion (value: expiry)
+//	"L" id size(u32)       slice waiting for block deletion
+package kvstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// Pair is one key and its value.
+type Pair struct {
+	Key, Value []byte
+}
+
+// Txn is the transaction an engine adapter provides. Get returns nil and no
+// error for a missing key. Writes may be buffered; an adapter reports write
+// failures from the commit of DB.Update.
+type Txn interface {
+	Get(key []byte) ([]byte, error)
+	// GetMany fetches several keys, ideally in one round trip.
+	GetMany(keys [][]byte) ([][]byte, error)
+	// Scan returns up to limit pairs with begin <= key < end in key order;
+	// limit <= 0 means no limit.
+	Scan(begin, end []byte, limit int) ([]Pair, error)
+	Set(key, value []byte)
+	Delete(key []byte)
+}
+
+// DB is the ordered transactional key-value database an engine adapter
+// provides.
+type DB interface {
+	// Update runs fn once inside a read-write transaction and commits it.
+	// It returns an error wrapping store.ErrConflict when the transaction
+	// lost a race and may be retried.
+	Update(ctx context.Context, fn func(Txn) error) error
+	// View runs fn inside a read-only transaction.
+	View(ctx context.Context, fn func(Txn) error) error
+	Name() string
+	Close() error
+}
+
+// maxAttempts bounds the retries of a conflicting transaction.
+const maxAttempts = 50
+
+// Store is a store.Store over a DB.
+type Store struct {
+	db DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a store.Store that keeps its records in db.
+func New(db DB) *Store { return &Store{db: db} }
+
+// Name names the engine.
+func (s *Store) Name() string { return s.db.Name() }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Update runs fn in a transaction, retrying on conflict with a jittered
+// backoff.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		err = s.db.Update(ctx, func(t Txn) error {
+			x := &tx{t: t}
+			if err := fn(x); err != nil {
+				return err
+			}
+			return x.err
+		})
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		backoff := time.Duration(rand.Int64N(int64(time.Millisecond)*int64(attempt+1))) + 50*time.Microsecond
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+	return fmt.Errorf("gave up after %d attempts: %w", maxAttempts, err)
+}
+
+// View runs fn in a read-only transaction.
+func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	return s.db.View(ctx, func(t Txn) error { return fn(&tx{t: t}) })
+}

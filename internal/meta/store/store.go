@@ -1,0 +1,187 @@
+// Package store is the seam between the POSIX core in package meta and the
+// metadata engines. It defines the records the core keeps (nodes, directory
+// edges, chunk slice lists, symlink targets, extended attributes, counters,
+// sessions, deletion queues) and the typed transaction over them.
+//
+// The core runs every operation as one managed transaction:
+//
+//	err := s.Update(ctx, func(tx store.Tx) error { ... })
+//
+// Update retries the callback when the engine reports a conflict, so a
+// callback must be idempotent: it may run several times and must not have
+// side effects outside the transaction other than on its own local
+// variables. View runs a read-only transaction.
+//
+// Error convention: methods return ErrNotFound (checked with errors.Is) for
+// a missing record where noted, ErrConflict when a transaction lost a race
+// (Update retries those), and other errors wrapped with context.
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+var (
+	// ErrNotFound reports a missing record.
+	ErrNotFound = errors.New("record not found")
+	// ErrConflict reports that a transaction conflicted with another one and
+	// may succeed when retried.
+	ErrConflict = errors.New("transaction conflict")
+)
+
+// Ino is an inode number. The root directory is 1.
+type Ino uint64
+
+// RootIno is the inode of the volume's root directory.
+const RootIno Ino = 1
+
+// Node types, as stored.
+const (
+	TypeFile     uint8 = 1
+	TypeDir      uint8 = 2
+	TypeSymlink  uint8 = 3
+	TypeFIFO     uint8 = 4
+	TypeBlockDev uint8 = 5
+	TypeCharDev  uint8 = 6
+	TypeSocket   uint8 = 7
+)
+
+// Node holds the attributes of one inode.
+type Node struct {
+	Ino       Ino
+	Type      uint8
+	Flags     uint8
+	Mode      uint16 // permission bits with setuid, setgid and sticky
+	Uid       uint32
+	Gid       uint32
+	Atime     int64 // seconds since the epoch
+	Mtime     int64
+	Ctime     int64
+	Atimensec uint32
+	Mtimensec uint32
+	Ctimensec uint32
+	Nlink     uint32
+	Length    uint64
+	Rdev      uint32
+	Parent    Ino // 0 when a non-directory has several parents
+}
+
+// Edge is one directory entry: the inode and type a name points to.
+type Edge struct {
+	Name []byte
+	Ino  Ino
+	Type uint8
+}
+
+// Slice is one element of a chunk's slice list: Len bytes at Pos inside the
+// chunk, read from offset Off of the stored slice object Id, which is Size
+// bytes long. Id 0 is a hole that reads as zeros.
+type Slice struct {
+	Pos  uint32
+	Id   uint64
+	Size uint32
+	Off  uint32
+	Len  uint32
+}
+
+// Session describes one mount registered with the volume.
+type Session struct {
+	Sid       uint64
+	Heartbeat int64 // unix seconds of the last heartbeat
+	Info      []byte
+}
+
+// DelFile is a file whose data still has to be deleted.
+type DelFile struct {
+	Ino    Ino
+	Length uint64
+	Expire int64 // unix seconds
+}
+
+// Tx is a metadata transaction. Reads see the transaction's own writes.
+// Methods that write return no error: engines buffer writes and report
+// failures from commit.
+type Tx interface {
+	// Node returns the attributes of ino, or ErrNotFound.
+	Node(ino Ino) (*Node, error)
+	// Nodes returns the attributes of several inodes in one round trip; a
+	// missing inode yields a nil element.
+	Nodes(inos []Ino) ([]*Node, error)
+	SetNode(n *Node)
+	DeleteNode(ino Ino)
+
+	// Edge returns the entry name in directory parent, or ErrNotFound.
+	Edge(parent Ino, name []byte) (Edge, error)
+	SetEdge(parent Ino, e Edge)
+	DeleteEdge(parent Ino, name []byte)
+	// Edges returns up to limit entries of parent whose names sort after
+	// after (all from the start when after is nil), in name byte order.
+	Edges(parent Ino, after []byte, limit int) ([]Edge, error)
+
+	// Symlink returns the target of a symlink, or ErrNotFound.
+	Symlink(ino Ino) ([]byte, error)
+	SetSymlink(ino Ino, target []byte)
+	DeleteSymlink(ino Ino)
+
+	// Xattr returns one extended attribute value, or ErrNotFound.
+	Xattr(ino Ino, name string) ([]byte, error)
+	SetXattr(ino Ino, name string, value []byte)
+	DeleteXattr(ino Ino, name string)
+	// XattrNames lists the extended attribute names of ino.
+	XattrNames(ino Ino) ([]string, error)
+
+	// Chunk returns the slice list of chunk index idx of ino (nil when the
+	// chunk has none).
+	Chunk(ino Ino, idx uint32) ([]Slice, error)
+	// AppendSlice adds s at the end of the chunk's slice list.
+	AppendSlice(ino Ino, idx uint32, s Slice)
+	// SetChunk replaces the whole slice list; an empty list deletes it.
+	SetChunk(ino Ino, idx uint32, slices []Slice)
+	// ChunkIndexes returns up to limit chunk indexes of ino at or above
+	// from that have a slice list, in ascending order.
+	ChunkIndexes(ino Ino, from uint32, limit int) ([]uint32, error)
+
+	// SliceRef returns the number of extra references to a slice beyond
+	// the first (0 when the slice is not shared).
+	SliceRef(id uint64, size uint32) (int64, error)
+	// SetSliceRef stores the extra reference count; 0 deletes the record.
+	SetSliceRef(id uint64, size uint32, extra int64)
+
+	// Counter returns a named counter (0 when unset).
+	Counter(name string) (int64, error)
+	// SetCounter stores a named counter.
+	SetCounter(name string, v int64)
+
+	// Setting returns the volume settings blob, or ErrNotFound.
+	Setting() ([]byte, error)
+	SetSetting(v []byte)
+
+	// Sessions lists registered sessions.
+	Sessions() ([]Session, error)
+	SetSession(s Session)
+	DeleteSession(sid uint64)
+	// Sustained lists inodes kept alive by session sid (unlinked while open).
+	Sustained(sid uint64) ([]Ino, error)
+	SetSustained(sid uint64, ino Ino, on bool)
+
+	// DelFiles returns up to limit files waiting for data deletion.
+	DelFiles(limit int) ([]DelFile, error)
+	SetDelFile(f DelFile, on bool)
+	// DelSlices returns up to limit slices waiting for block deletion.
+	DelSlices(limit int) ([]Slice, error)
+	SetDelSlice(id uint64, size uint32, on bool)
+}
+
+// Store is a metadata engine behind the typed transaction.
+type Store interface {
+	// Update runs fn in a read-write transaction and commits it, retrying
+	// fn from the start on ErrConflict a bounded number of times.
+	Update(ctx context.Context, fn func(tx Tx) error) error
+	// View runs fn in a read-only transaction.
+	View(ctx context.Context, fn func(tx Tx) error) error
+	// Name describes the engine and its address with secrets removed.
+	Name() string
+	// Close releases the engine's resources.
+	Close() error
+}

@@ -1,0 +1,202 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// removal records what a transaction freed, applied to the client's
+// counters only after the transaction commits.
+type removal struct {
+	inodes int64
+	space  int64
+	// sustain lists inodes whose last name went while this client holds
+	// them open: they stay until closed.
+	sustain []Ino
+}
+
+func (c *Client) applyRemoval(r *removal) {
+	c.usedInodes.Add(-r.inodes)
+	c.usedSpace.Add(-r.space)
+	if len(r.sustain) > 0 {
+		c.mu.Lock()
+		for _, ino := range r.sustain {
+			c.mu.sustained[ino] = true
+		}
+		c.mu.Unlock()
+	}
+	if r.inodes > 0 {
+		c.poke()
+	}
+}
+
+func (c *Client) isOpen(ino Ino) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.open[ino] > 0
+}
+
+// dropLink removes one link of n (whose entry the caller removed) and, at
+// the last link of a node nobody here holds open, the node and its data.
+func (c *Client) dropLink(tx store.Tx, n *Attr, r *removal) error {
+	sec, nsec := stamp()
+	touchCtime(n, sec, nsec)
+	if n.Type == store.TypeDir {
+		n.Nlink = 0
+	} else {
+		n.Nlink--
+	}
+	if n.Nlink > 0 {
+		tx.SetNode(n)
+		return nil
+	}
+	if n.Type == store.TypeFile && c.isOpen(n.Ino) {
+		tx.SetNode(n)
+		tx.SetSustained(c.sid, n.Ino, true)
+		r.sustain = append(r.sustain, n.Ino)
+		return nil
+	}
+	return c.destroy(tx, n, r)
+}
+
+// destroy deletes node n and queues its data for deletion.
+func (c *Client) destroy(tx store.Tx, n *Attr, r *removal) error {
+	names, err := tx.XattrNames(n.Ino)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		tx.DeleteXattr(n.Ino, name)
+	}
+	switch n.Type {
+	case store.TypeSymlink:
+		tx.DeleteSymlink(n.Ino)
+	case store.TypeFile:
+		tx.SetDelFile(store.DelFile{Ino: n.Ino, Length: n.Length, Expire: time.Now().Unix()}, true)
+	}
+	tx.DeleteNode(n.Ino)
+	r.inodes++
+	if n.Type == store.TypeFile {
+		r.space += align4K(n.Length)
+	} else {
+		r.space += align4K(0)
+	}
+	return nil
+}
+
+// Unlink removes the entry name, which must not be a directory, from parent.
+func (c *Client) Unlink(ctx context.Context, parent Ino, name []byte) error {
+	return c.remove(ctx, parent, name, false)
+}
+
+// Rmdir removes the empty directory name from parent.
+func (c *Client) Rmdir(ctx context.Context, parent Ino, name []byte) error {
+	switch string(name) {
+	case ".":
+		return syscall.EINVAL
+	case "..":
+		return syscall.ENOTEMPTY
+	}
+	return c.remove(ctx, parent, name, true)
+}
+
+func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool) error {
+	if err := c.writable(); err != nil {
+		return err
+	}
+	if len(name) > 255 {
+		return syscall.ENAMETOOLONG
+	}
+	cred := CredOf(ctx)
+	var r removal
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		r = removal{}
+		dir, err := node(tx, parent)
+		if err != nil {
+			return err
+		}
+		if err := checkDirWrite(cred, dir); err != nil {
+			return err
+		}
+		e, err := edge(tx, parent, name)
+		if err != nil {
+			return err
+		}
+		n, err := node(tx, e.Ino)
+		if err != nil {
+			return err
+		}
+		if isDir {
+			if n.Type != store.TypeDir {
+				return syscall.ENOTDIR
+			}
+			if err := checkEmpty(tx, n.Ino); err != nil {
+				return err
+			}
+		} else if n.Type == store.TypeDir {
+			return syscall.EISDIR
+		}
+		if err := checkSticky(cred, dir, n); err != nil {
+			return err
+		}
+		if n.Flags&(FlagImmutable|FlagAppend) != 0 {
+			return syscall.EPERM
+		}
+		sec, nsec := stamp()
+		touchMtime(dir, sec, nsec)
+		if isDir {
+			dir.Nlink--
+		}
+		tx.SetNode(dir)
+		tx.DeleteEdge(parent, name)
+		return c.dropLink(tx, n, &r)
+	})
+	if err != nil {
+		return err
+	}
+	c.applyRemoval(&r)
+	return nil
+}
+
+func checkEmpty(tx store.Tx, dir Ino) error {
+	es, err := tx.Edges(dir, nil, 1)
+	if err != nil {
+		return err
+	}
+	if len(es) > 0 {
+		return syscall.ENOTEMPTY
+	}
+	return nil
+}
+
+// deleteSustained deletes a file that was unlinked while open, now that
+// its last handle is closed.
+func (c *Client) deleteSustained(ctx context.Context, ino Ino) error {
+	var r removal
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		r = removal{}
+		tx.SetSustained(c.sid, ino, false)
+		n, err := tx.Node(ino)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n.Nlink > 0 {
+			return nil // linked again meanwhile
+		}
+		return c.destroy(tx, n, &r)
+	})
+	if err == nil {
+		c.mu.Lock()
+		delete(c.mu.sustained, ino)
+		c.mu.Unlock()
+		c.applyRemoval(&r)
+	}
+	return err
+}

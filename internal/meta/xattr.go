@@ -1,0 +1,181 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// Xattr flags, as in setxattr(2).
+const (
+	XattrCreate  = 1
+	XattrReplace = 2
+)
+
+// Limits on extended attributes, as Linux applies them.
+const (
+	MaxXattrName  = 255
+	MaxXattrValue = 65536
+)
+
+// checkXattr applies the namespace rules of Linux to a request on n.
+func checkXattr(cred Cred, n *Attr, name string, write bool) error {
+	if name == "" {
+		return syscall.EINVAL
+	}
+	if len(name) > MaxXattrName {
+		return syscall.ERANGE
+	}
+	switch {
+	case strings.HasPrefix(name, "user."):
+		if n.Type != store.TypeFile && n.Type != store.TypeDir {
+			if write {
+				return syscall.EPERM
+			}
+			return syscall.ENODATA
+		}
+		if n.Type == store.TypeDir && n.Mode&modeSticky != 0 && write && !cred.IsRoot() && cred.Uid != n.Uid {
+			return syscall.EPERM
+		}
+		mask := uint32(MayRead)
+		if write {
+			mask = MayWrite
+		}
+		return checkAccess(cred, n, mask)
+	case strings.HasPrefix(name, "trusted."):
+		if !cred.IsRoot() {
+			return syscall.EPERM
+		}
+	case strings.HasPrefix(name, "security."):
+		if write && !cred.IsRoot() && cred.Uid != n.Uid {
+			return syscall.EPERM
+		}
+	case strings.HasPrefix(name, "system."):
+		return syscall.EOPNOTSUPP
+	default:
+		return syscall.EOPNOTSUPP
+	}
+	return nil
+}
+
+// GetXattr returns the value of extended attribute name of ino.
+func (c *Client) GetXattr(ctx context.Context, ino Ino, name string) ([]byte, error) {
+	cred := CredOf(ctx)
+	var out []byte
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		n, err := node(tx, ino)
+		if err != nil {
+			return err
+		}
+		if err := checkXattr(cred, n, name, false); err != nil {
+			return err
+		}
+		out, err = tx.Xattr(ino, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return syscall.ENODATA
+		}
+		return err
+	})
+	return out, err
+}
+
+// ListXattr returns the extended attribute names of ino that the caller
+// may see, sorted.
+func (c *Client) ListXattr(ctx context.Context, ino Ino) ([]string, error) {
+	cred := CredOf(ctx)
+	var out []string
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		if _, err := node(tx, ino); err != nil {
+			return err
+		}
+		names, err := tx.XattrNames(ino)
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for _, name := range names {
+			if strings.HasPrefix(name, "trusted.") && !cred.IsRoot() {
+				continue
+			}
+			out = append(out, name)
+		}
+		sort.Strings(out)
+		return nil
+	})
+	return out, err
+}
+
+// SetXattr sets extended attribute name of ino; flags may ask that it be
+// created (XattrCreate) or replaced (XattrReplace).
+func (c *Client) SetXattr(ctx context.Context, ino Ino, name string, value []byte, flags uint32) error {
+	if err := c.writable(); err != nil {
+		return err
+	}
+	if len(value) > MaxXattrValue {
+		return syscall.E2BIG
+	}
+	cred := CredOf(ctx)
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		n, err := node(tx, ino)
+		if err != nil {
+			return err
+		}
+		if err := checkXattr(cred, n, name, true); err != nil {
+			return err
+		}
+		if n.Flags&(FlagImmutable|FlagAppend) != 0 {
+			return syscall.EPERM
+		}
+		_, err = tx.Xattr(ino, name)
+		exists := err == nil
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		switch {
+		case flags&XattrCreate != 0 && exists:
+			return syscall.EEXIST
+		case flags&XattrReplace != 0 && !exists:
+			return syscall.ENODATA
+		}
+		tx.SetXattr(ino, name, bytes.Clone(value))
+		sec, nsec := stamp()
+		touchCtime(n, sec, nsec)
+		tx.SetNode(n)
+		return nil
+	})
+}
+
+// RemoveXattr deletes extended attribute name of ino.
+func (c *Client) RemoveXattr(ctx context.Context, ino Ino, name string) error {
+	if err := c.writable(); err != nil {
+		return err
+	}
+	cred := CredOf(ctx)
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		n, err := node(tx, ino)
+		if err != nil {
+			return err
+		}
+		if err := checkXattr(cred, n, name, true); err != nil {
+			return err
+		}
+		if n.Flags&(FlagImmutable|FlagAppend) != 0 {
+			return syscall.EPERM
+		}
+		if _, err := tx.Xattr(ino, name); errors.Is(err, store.ErrNotFound) {
+			return syscall.ENODATA
+		} else if err != nil {
+			return err
+		}
+		tx.DeleteXattr(ino, name)
+		sec, nsec := stamp()
+		touchCtime(n, sec, nsec)
+		tx.SetNode(n)
+		return nil
+	})
+}

@@ -1,0 +1,248 @@
+// Package file implements object.Store on a local directory.
+//
+// A key maps to the path of the same name under the root directory, so a
+// volume's blocks are plain files (dir/vol/chunks/0/0/1_0_4194304) that
+// ordinary tools can inspect. Because a path cannot be both a file and a
+// directory, the keys "a/b" and "a/b/c" cannot exist at the same time; the
+// second Put fails. Keys with empty, "." or ".." elements, a leading "/", or a
+// last element that looks like a temporary file (".*.tmp") are rejected.
+//
+// Put is atomic: it writes a temporary file (".<name>.<random>.tmp") in the
+// target's directory, syncs it and renames it over the target, so a reader
+// sees either the old or the new object, never a partial one. List skips
+// temporary files left behind by a crash.
+//
+// Errors follow the object package convention: a missing key yields an error
+// wrapping object.ErrNotFound.
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sluicefs/sluice/internal/object"
+)
+
+// Store is an object.Store backed by a local directory.
+type Store struct {
+	dir string // absolute and clean, without a trailing separator unless it is "/"
+}
+
+var (
+	_ object.Store   = (*Store)(nil)
+	_ object.Creator = (*Store)(nil)
+)
+
+// New returns a Store rooted at dir, made absolute. The directory need not
+// exist yet; Create makes it.
+func New(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("file: empty directory")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("file: resolve %q: %w", dir, err)
+	}
+	return &Store{dir: abs}, nil
+}
+
+// String returns "file://" followed by the root directory and a slash.
+func (s *Store) String() string {
+	return "file://" + strings.TrimSuffix(s.dir, "/") + "/"
+}
+
+// Create makes the root directory (and its parents) with mode 0755.
+func (s *Store) Create(ctx context.Context) error {
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return fmt.Errorf("%s: create: %w", s, err)
+	}
+	return nil
+}
+
+// path validates key and returns its file path.
+func (s *Store) path(key string) (string, error) {
+	if key == "" {
+		return "", errors.New("empty key")
+	}
+	if strings.HasPrefix(key, "/") {
+		return "", fmt.Errorf("key %q starts with /", key)
+	}
+	elems := strings.Split(key, "/")
+	for _, e := range elems {
+		if e == "" || e == "." || e == ".." {
+			return "", fmt.Errorf("key %q has an empty, . or .. element", key)
+		}
+	}
+	if isTemp(elems[len(elems)-1]) {
+		return "", fmt.Errorf("key %q looks like a temporary file", key)
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
+}
+
+// isTemp reports whether a file name is one of Put's temporary files.
+func isTemp(name string) bool {
+	return len(name) > len("..tmp") && strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp")
+}
+
+// isNotFound reports whether err means the path does not exist, including
+// the case where a parent is a regular file.
+func isNotFound(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// Get returns limit bytes of key from off; a negative limit reads to the end.
+func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadCloser, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return nil, fmt.Errorf("%s: get: %w", s, err)
+	}
+	if off < 0 {
+		return nil, fmt.Errorf("%s: get %q: negative offset %d", s, key, off)
+	}
+	f, err := os.Open(p)
+	if isNotFound(err) {
+		return nil, fmt.Errorf("%s: get %q: %w", s, key, object.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: get: %w", s, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: get: %w", s, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: get %q: %w", s, key, object.ErrNotFound)
+	}
+	if off == 0 && limit < 0 {
+		return f, nil
+	}
+	if limit < 0 {
+		limit = math.MaxInt64 - off
+	}
+	return readCloser{io.NewSectionReader(f, off, limit), f}, nil
+}
+
+// readCloser pairs a section of a file with the file's Close.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// Put stores r under key atomically, creating parent directories.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
+	p, err := s.path(key)
+	if err != nil {
+		return fmt.Errorf("%s: put: %w", s, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: put %q: %w", s, key, err)
+	}
+	if err := s.put(ctx, p, r); err != nil {
+		return fmt.Errorf("%s: put %q: %w", s, key, err)
+	}
+	return nil
+}
+
+// put writes r to a temporary file next to p and renames it over p. On any
+// failure it removes the temporary file.
+func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
+	f, err := createTemp(p)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), p)
+}
+
+// createTemp creates the temporary file for target p, making parent
+// directories. It retries because a concurrent Delete may remove a parent
+// directory that has just become empty.
+func createTemp(p string) (*os.File, error) {
+	dir, base := filepath.Split(p)
+	var err error
+	for range 3 {
+		if err = os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		var f *os.File
+		f, err = os.CreateTemp(dir, "."+base+".*.tmp")
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+// Delete removes key and then any parent directories it left empty, up to
+// but not including the root. Deleting a missing key is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	p, err := s.path(key)
+	if err != nil {
+		return fmt.Errorf("%s: delete: %w", s, err)
+	}
+	fi, err := os.Lstat(p)
+	if isNotFound(err) || (err == nil && fi.IsDir()) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: delete: %w", s, err)
+	}
+	if err := os.Remove(p); err != nil && !isNotFound(err) {
+		return fmt.Errorf("%s: delete: %w", s, err)
+	}
+	for d := filepath.Dir(p); len(d) > len(s.dir) && strings.HasPrefix(d, s.dir); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			break // not empty, or gone already: either way we are done
+		}
+	}
+	return nil
+}
+
+// Head returns the size and modification time of key.
+func (s *Store) Head(ctx context.Context, key string) (object.Info, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return object.Info{}, fmt.Errorf("%s: head: %w", s, err)
+	}
+	fi, err := os.Stat(p)
+	if isNotFound(err) || (err == nil && !fi.Mode().IsRegular()) {
+		return object.Info{}, fmt.Errorf("%s: head %q: %w", s, key, object.ErrNotFound)
+	}
+	if err != nil {
+		return object.Info{}, fmt.Errorf("%s: head: %w", s, err)
+	}
+	return object.Info{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}

@@ -1,0 +1,151 @@
+package file_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicefs/sluice/internal/object"
+	"github.com/sluicefs/sluice/internal/object/file"
+	"github.com/sluicefs/sluice/internal/object/objecttest"
+)
+
+func newStore(t testing.TB) *file.Store {
+	t.Helper()
+	s, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSuite(t *testing.T) {
+	objecttest.Run(t, func(t *testing.T) object.Store { return newStore(t) })
+}
+
+// failingReader returns some data and then an error.
+type failingReader struct{ n int }
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, errors.New("injected read failure")
+	}
+	n := min(len(p), r.n)
+	r.n -= n
+	return n, nil
+}
+
+func TestFailedPutLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	objecttest.Put(t, s, "a/old", []byte("old"))
+	for _, key := range []string{"a/old", "a/new"} {
+		if err := s.Put(ctx, key, &failingReader{n: 100 << 10}); err == nil {
+			t.Fatalf("Put(%q) with a failing reader succeeded", key)
+		}
+	}
+	if got := objecttest.Get(t, s, "a/old", 0, -1); string(got) != "old" {
+		t.Errorf("a/old = %q after a failed overwrite, want old", got)
+	}
+	if _, err := s.Head(ctx, "a/new"); !errors.Is(err, object.ErrNotFound) {
+		t.Errorf("Head(a/new) error = %v, want ErrNotFound", err)
+	}
+	var files []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, strings.TrimPrefix(p, dir))
+		}
+		return err
+	})
+	if len(files) != 1 || files[0] != "/a/old" {
+		t.Errorf("files after failed Puts = %q, want only /a/old", files)
+	}
+}
+
+func TestBadKeys(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	for _, key := range []string{"", "/abs", "../up", "a/../../up", "a//b", "a/./b", "a/", ".x.tmp"} {
+		if err := s.Put(ctx, key, strings.NewReader("x")); err == nil {
+			t.Errorf("Put(%q) succeeded", key)
+		}
+		if _, err := s.Get(ctx, key, 0, -1); err == nil || errors.Is(err, object.ErrNotFound) {
+			t.Errorf("Get(%q) error = %v, want a bad key error", key, err)
+		}
+	}
+	if infos, err := s.List(ctx, "../", "", 0); err != nil || len(infos) != 0 {
+		t.Errorf("List(../) = %v, %v; want nothing", infos, err)
+	}
+}
+
+func TestLayout(t *testing.T) {
+	dir := t.TempDir()
+	s, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.String(), "file://"+dir+"/"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	ctx := context.Background()
+	objecttest.Put(t, s, "vol/chunks/0/0/1_0_3", []byte("abc"))
+	if b, err := os.ReadFile(filepath.Join(dir, "vol/chunks/0/0/1_0_3")); err != nil || string(b) != "abc" {
+		t.Errorf("block file = %q, %v; want abc", b, err)
+	}
+	if info, err := s.Head(ctx, "vol/chunks/0/0/1_0_3"); err != nil || info.Size != 3 {
+		t.Errorf("Head = %+v, %v; want size 3", info, err)
+	}
+	// A crashed Put's temporary file is not listed.
+	if err := os.WriteFile(filepath.Join(dir, "vol/chunks/0/0/.1_0_4.123.tmp"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := s.List(ctx, "", "", 0)
+	if err != nil || len(infos) != 1 || infos[0].Key != "vol/chunks/0/0/1_0_3" {
+		t.Errorf("List = %+v, %v; want only the block", infos, err)
+	}
+	// Delete removes the directories it emptied, but not the root.
+	os.Remove(filepath.Join(dir, "vol/chunks/0/0/.1_0_4.123.tmp"))
+	if err := s.Delete(ctx, "vol/chunks/0/0/1_0_3"); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 0 {
+		t.Errorf("root after Delete = %v, %v; want empty and present", entries, err)
+	}
+}
+
+func TestCreate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "x", "bucket")
+	s, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("Create did not make %s: %v", dir, err)
+	}
+	objecttest.Put(t, s, "k", []byte("v"))
+	rc, err := s.Get(context.Background(), "k", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if b, _ := io.ReadAll(rc); string(b) != "v" {
+		t.Errorf("Get = %q, want v", b)
+	}
+}
+
+func BenchmarkStore(b *testing.B) {
+	objecttest.Bench(b, newStore(b))
+}

@@ -1,0 +1,126 @@
+package vfs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// dirPage is how many entries a directory stream fetches per round trip.
+const dirPage = 1000
+
+// DirEntry is one entry of a directory listing. Off is the stream offset
+// just after the entry, to resume from.
+type DirEntry struct {
+	Name []byte
+	Ino  meta.Ino
+	Type uint8
+	Off  uint64
+	Attr *meta.Attr // with plus; nil for "." and ".." or a vanished inode
+}
+
+// dirStream reads a directory in pages. Offsets 1 and 2 follow "." and
+// ".."; entry i of the listing has offset i+3. Only the current page is
+// held, so listing a huge directory keeps memory flat.
+type dirStream struct {
+	ino    meta.Ino
+	parent meta.Ino
+
+	mu     sync.Mutex
+	base   uint64       // offset before page[0]
+	page   []meta.Entry // current page
+	after  []byte       // the name page starts after (nil: the first page)
+	plus   bool         // page carries attributes
+	eof    bool         // page is the last one
+	loaded bool
+}
+
+// OpenDir opens directory ino for listing.
+func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
+	a, err := v.Meta.OpenDir(ctx, ino)
+	if err != nil {
+		return 0, err
+	}
+	return v.addHandle(&handle{ino: ino, dir: &dirStream{ino: ino, parent: a.Parent, base: 2}}), nil
+}
+
+// ReleaseDir closes a directory handle.
+func (v *VFS) ReleaseDir(fh uint64) {
+	v.mu.Lock()
+	delete(v.mu.handles, fh)
+	v.mu.Unlock()
+}
+
+// ReadDir calls emit for the entries from offset off on, until emit returns
+// false (the caller's buffer is full) or the directory ends. With plus
+// the entries carry attributes.
+func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emit func(DirEntry) bool) error {
+	h, err := v.handle(fh)
+	if err != nil {
+		return err
+	}
+	d := h.dir
+	if d == nil {
+		return syscall.ENOTDIR
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if off == 0 {
+		// A new listing or rewinddir(3): read afresh.
+		d.base, d.page, d.after, d.eof, d.loaded = 2, nil, nil, false, false
+		if !emit(DirEntry{Name: []byte("."), Ino: d.ino, Type: store.TypeDir, Off: 1}) {
+			return nil
+		}
+		off = 1
+	}
+	if off == 1 {
+		parent := d.parent
+		if d.ino == meta.RootIno || parent == 0 {
+			parent = meta.RootIno
+		}
+		if !emit(DirEntry{Name: []byte(".."), Ino: parent, Type: store.TypeDir, Off: 2}) {
+			return nil
+		}
+		off = 2
+	}
+	if off < d.base {
+		// Seek backwards: start over and page forward.
+		d.base, d.page, d.after, d.eof, d.loaded = 2, nil, nil, false, false
+	}
+	for {
+		if !d.loaded || d.plus != plus && off < d.base+uint64(len(d.page)) {
+			if err := d.fetch(ctx, v.Meta, d.after, plus); err != nil {
+				return err
+			}
+		}
+		for off < d.base+uint64(len(d.page)) {
+			e := d.page[off-d.base]
+			off++
+			if !emit(DirEntry{Name: e.Name, Ino: e.Ino, Type: e.Type, Off: off, Attr: v.withPending(e.Attr)}) {
+				return nil
+			}
+		}
+		if d.eof {
+			return nil
+		}
+		// Move to the next page.
+		last := d.page[len(d.page)-1].Name
+		d.base += uint64(len(d.page))
+		if err := d.fetch(ctx, v.Meta, last, plus); err != nil {
+			return err
+		}
+	}
+}
+
+func (d *dirStream) fetch(ctx context.Context, m *meta.Client, after []byte, plus bool) error {
+	es, err := m.ReadDir(ctx, d.ino, after, dirPage, plus)
+	if err != nil {
+		return err
+	}
+	d.page, d.after, d.plus, d.loaded = es, after, plus, true
+	d.eof = len(es) < dirPage
+	return nil
+}

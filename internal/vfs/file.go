@@ -1,0 +1,274 @@
+package vfs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/chunk"
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// openFile is the state shared by all handles of one regular file: its
+// writer, its length as this mount knows it, and the slice lists it read.
+type openFile struct {
+	ino    meta.Ino
+	meta   *meta.Client
+	writer *chunk.FileWriter
+
+	mu struct {
+		sync.Mutex
+		refs      int
+		length    uint64
+		lastWrite time.Time
+		chunks    map[uint32][]meta.Slice // committed slice lists read so far
+	}
+}
+
+var (
+	_ chunk.SliceSource = (*openFile)(nil)
+	_ chunk.Committer   = (*openFile)(nil)
+)
+
+// ReadChunk serves slice lists from the file's cache, filled from meta.
+func (f *openFile) ReadChunk(ctx context.Context, ino meta.Ino, idx uint32) ([]meta.Slice, error) {
+	f.mu.Lock()
+	ss, ok := f.mu.chunks[idx]
+	f.mu.Unlock()
+	if ok {
+		return ss, nil
+	}
+	ss, err := f.meta.ReadChunk(ctx, ino, idx)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.mu.chunks[idx] = ss
+	f.mu.Unlock()
+	return ss, nil
+}
+
+// NewSliceID allocates a slice id.
+func (f *openFile) NewSliceID(ctx context.Context) (uint64, error) { return f.meta.NewSliceID(ctx) }
+
+// Write commits a slice and drops the cached list of its chunk.
+func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error) {
+	a, err := f.meta.Write(ctx, ino, idx, s)
+	f.mu.Lock()
+	delete(f.mu.chunks, idx)
+	if err == nil {
+		f.mu.length = max(f.mu.length, a.Length)
+	}
+	f.mu.Unlock()
+	return a, err
+}
+
+// setAttr refreshes what the file knows from attributes just read or
+// changed; a truncation drops cached slice lists.
+func (f *openFile) setAttr(a *meta.Attr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if a.Length != f.mu.length {
+		clear(f.mu.chunks)
+	}
+	f.mu.length = a.Length
+}
+
+// overlayAttr reports buffered writes in a's length and times.
+func (f *openFile) overlayAttr(a *meta.Attr) {
+	end := f.writer.PendingEnd()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a.Length = max(a.Length, end)
+	if lw := f.mu.lastWrite; !lw.IsZero() && f.writer.Dirty() {
+		if lw.Unix() > a.Mtime || lw.Unix() == a.Mtime && uint32(lw.Nanosecond()) > a.Mtimensec {
+			a.Mtime, a.Mtimensec = lw.Unix(), uint32(lw.Nanosecond())
+			a.Ctime, a.Ctimensec = a.Mtime, a.Mtimensec
+		}
+	}
+}
+
+func (f *openFile) flush(ctx context.Context) error {
+	return f.writer.Flush(ctx)
+}
+
+// openFileRef returns the open file of ino, creating it, with one more
+// reference.
+func (v *VFS) openFileRef(a *meta.Attr) *openFile {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f := v.mu.files[a.Ino]
+	if f == nil {
+		f = &openFile{ino: a.Ino, meta: v.Meta}
+		f.writer = v.Store.NewWriter(a.Ino, f)
+		f.mu.chunks = map[uint32][]meta.Slice{}
+		v.mu.files[a.Ino] = f
+	}
+	f.mu.Lock()
+	f.mu.refs++
+	// Close-to-open: a new open sees what other mounts committed.
+	clear(f.mu.chunks)
+	f.mu.length = max(a.Length, f.writer.PendingEnd())
+	f.mu.Unlock()
+	return f
+}
+
+// Create makes and opens a regular file.
+func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, umask uint16, flags uint32) (*meta.Attr, uint64, error) {
+	a, err := v.Meta.Mknod(ctx, parent, name, meta.NewNode{Type: store.TypeFile, Mode: mode, Umask: umask})
+	if err != nil {
+		return nil, 0, err
+	}
+	v.Meta.Created(a.Ino)
+	f := v.openFileRef(a)
+	return a, v.addHandle(&handle{ino: a.Ino, flags: flags, file: f}), nil
+}
+
+// Open opens ino with open(2) flags.
+func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr, uint64, error) {
+	a, err := v.Meta.Open(ctx, ino, flags)
+	if err != nil {
+		return nil, 0, err
+	}
+	if a.Type == store.TypeDir {
+		v.Meta.Release(ctx, ino)
+		return nil, 0, syscall.EISDIR
+	}
+	if a.Type != store.TypeFile {
+		// Fifos, sockets and devices are served by the kernel; a handle
+		// only keeps the inode alive.
+		return a, v.addHandle(&handle{ino: ino, flags: flags}), nil
+	}
+	f := v.openFileRef(a)
+	fh := v.addHandle(&handle{ino: ino, flags: flags, file: f})
+	if flags&syscall.O_TRUNC != 0 && a.Length > 0 {
+		if a, err = v.SetAttr(ctx, ino, meta.SetSize|meta.SetViaHandle, &meta.Attr{}); err != nil {
+			v.Release(ctx, fh)
+			return nil, 0, err
+		}
+	}
+	return a, fh, nil
+}
+
+// Read reads up to size bytes at off.
+func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, size int) ([]byte, error) {
+	h, err := v.handle(fh)
+	if err != nil {
+		return nil, err
+	}
+	if h.file == nil {
+		return nil, syscall.EBADF
+	}
+	if h.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		return nil, syscall.EBADF
+	}
+	f := h.file
+	f.mu.Lock()
+	length := max(f.mu.length, f.writer.PendingEnd())
+	f.mu.Unlock()
+	if off >= length {
+		return nil, nil
+	}
+	n := min(uint64(size), length-off)
+	buf := make([]byte, n)
+	if err := v.Store.ReadFile(ctx, f, h.ino, buf, off); err != nil {
+		return nil, err
+	}
+	f.writer.Overlay(buf, off)
+	return buf, nil
+}
+
+// Write writes data at off.
+func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) error {
+	h, err := v.handle(fh)
+	if err != nil {
+		return err
+	}
+	if h.file == nil || h.flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return syscall.EBADF
+	}
+	if off+uint64(len(data)) > 1<<60 {
+		return syscall.EFBIG
+	}
+	f := h.file
+	if err := f.writer.Write(ctx, data, off); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.mu.length = max(f.mu.length, off+uint64(len(data)))
+	f.mu.lastWrite = time.Now()
+	f.mu.Unlock()
+	return nil
+}
+
+// Flush commits the handle's buffered writes (close(2) of a descriptor).
+func (v *VFS) Flush(ctx context.Context, fh uint64) error {
+	h, err := v.handle(fh)
+	if err != nil {
+		return err
+	}
+	if h.file == nil {
+		return nil
+	}
+	return h.file.flush(ctx)
+}
+
+// Fsync makes the file's writes durable in the volume.
+func (v *VFS) Fsync(ctx context.Context, fh uint64) error { return v.Flush(ctx, fh) }
+
+// Release closes a handle; the last handle of a file commits its writes.
+func (v *VFS) Release(ctx context.Context, fh uint64) error {
+	v.mu.Lock()
+	h, ok := v.mu.handles[fh]
+	delete(v.mu.handles, fh)
+	v.mu.Unlock()
+	if !ok {
+		return syscall.EBADF
+	}
+	var err error
+	if f := h.file; f != nil {
+		err = f.flush(ctx)
+		v.mu.Lock()
+		f.mu.Lock()
+		f.mu.refs--
+		if f.mu.refs == 0 {
+			delete(v.mu.files, f.ino)
+		}
+		f.mu.Unlock()
+		v.mu.Unlock()
+	}
+	if rerr := v.Meta.Release(ctx, h.ino); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// Fallocate reserves [off, off+length) of the file; without keepSize the
+// file grows to cover the range. Sluice stores no data for the reserved
+// range: it reads as zeros, like any hole.
+func (v *VFS) Fallocate(ctx context.Context, fh uint64, off, length uint64, keepSize bool) error {
+	h, err := v.handle(fh)
+	if err != nil {
+		return err
+	}
+	if h.file == nil || h.flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return syscall.EBADF
+	}
+	if off+length > 1<<60 {
+		return syscall.EFBIG
+	}
+	if keepSize {
+		return nil
+	}
+	a, err := v.GetAttr(ctx, h.ino)
+	if err != nil {
+		return err
+	}
+	if off+length <= a.Length {
+		return nil
+	}
+	_, err = v.SetAttr(ctx, h.ino, meta.SetSize|meta.SetViaHandle, &meta.Attr{Length: off + length})
+	return err
+}

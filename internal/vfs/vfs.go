@@ -1,0 +1,210 @@
+// Package vfs is the kernel-agnostic file system of Sluice: it keeps the
+// table of open handles and open files, joins metadata (package meta) with
+// file data (package chunk), and presents inode-based operations that an
+// access path such as the FUSE binding calls. Callers pass the requesting
+// process's credentials in the context (meta.WithCred).
+//
+// Errors follow package meta: a syscall.Errno, possibly wrapped, for POSIX
+// failures; anything else is an I/O failure the caller reports as EIO.
+//
+// Consistency is close-to-open: Open drops what the file's handles had
+// cached, writes become visible to other mounts at Flush, Fsync or the
+// last Release, and reads in this mount see its own buffered writes.
+package vfs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/chunk"
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// Config tunes a VFS.
+type Config struct {
+	// AttrTimeout, EntryTimeout and DirEntryTimeout are how long the
+	// kernel may cache attributes, file entries and directory entries.
+	AttrTimeout     time.Duration
+	EntryTimeout    time.Duration
+	DirEntryTimeout time.Duration
+}
+
+// VFS is one mounted volume.
+type VFS struct {
+	Meta  *meta.Client
+	Store *chunk.Store
+	Conf  Config
+
+	mu struct {
+		sync.Mutex
+		nextFh  uint64
+		handles map[uint64]*handle
+		files   map[meta.Ino]*openFile
+	}
+}
+
+// handle is one open file or directory description.
+type handle struct {
+	ino   meta.Ino
+	flags uint32
+	file  *openFile  // regular files
+	dir   *dirStream // directories
+}
+
+// New returns a VFS over a metadata client and a chunk store.
+func New(m *meta.Client, s *chunk.Store, conf Config) *VFS {
+	v := &VFS{Meta: m, Store: s, Conf: conf}
+	v.mu.handles = map[uint64]*handle{}
+	v.mu.files = map[meta.Ino]*openFile{}
+	return v
+}
+
+func (v *VFS) addHandle(h *handle) uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.mu.nextFh++
+	v.mu.handles[v.mu.nextFh] = h
+	return v.mu.nextFh
+}
+
+func (v *VFS) handle(fh uint64) (*handle, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	h, ok := v.mu.handles[fh]
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	return h, nil
+}
+
+// fileOf returns the open file of ino, if any handle has it open.
+func (v *VFS) fileOf(ino meta.Ino) *openFile {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.mu.files[ino]
+}
+
+// withPending updates attributes of a regular file with what this mount
+// has written and not yet committed.
+func (v *VFS) withPending(a *meta.Attr) *meta.Attr {
+	if a == nil || a.Type != store.TypeFile {
+		return a
+	}
+	if f := v.fileOf(a.Ino); f != nil {
+		f.overlayAttr(a)
+	}
+	return a
+}
+
+// Lookup finds name in parent.
+func (v *VFS) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error) {
+	a, err := v.Meta.Lookup(ctx, parent, name)
+	return v.withPending(a), err
+}
+
+// GetAttr returns the attributes of ino.
+func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
+	a, err := v.Meta.GetAttr(ctx, ino)
+	return v.withPending(a), err
+}
+
+// SetAttr changes attributes; a size change first commits buffered writes
+// so that the truncation applies after them.
+func (v *VFS) SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.Attr) (*meta.Attr, error) {
+	f := v.fileOf(ino)
+	if mask&meta.SetSize != 0 && f != nil {
+		if err := f.flush(ctx); err != nil {
+			return nil, err
+		}
+	}
+	a, err := v.Meta.SetAttr(ctx, ino, mask, in)
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
+		f.setAttr(a)
+	}
+	return v.withPending(a), nil
+}
+
+// Mknod creates a node of any type but regular files opened at once
+// (see Create).
+func (v *VFS) Mknod(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error) {
+	return v.Meta.Mknod(ctx, parent, name, nn)
+}
+
+// Link adds a name for ino.
+func (v *VFS) Link(ctx context.Context, ino, parent meta.Ino, name []byte) (*meta.Attr, error) {
+	a, err := v.Meta.Link(ctx, ino, parent, name)
+	return v.withPending(a), err
+}
+
+// Unlink removes a non-directory entry.
+func (v *VFS) Unlink(ctx context.Context, parent meta.Ino, name []byte) error {
+	return v.Meta.Unlink(ctx, parent, name)
+}
+
+// Rmdir removes an empty directory.
+func (v *VFS) Rmdir(ctx context.Context, parent meta.Ino, name []byte) error {
+	return v.Meta.Rmdir(ctx, parent, name)
+}
+
+// Rename moves an entry; flags are meta.RenameNoReplace or RenameExchange.
+func (v *VFS) Rename(ctx context.Context, sp meta.Ino, sn []byte, dp meta.Ino, dn []byte, flags uint32) error {
+	return v.Meta.Rename(ctx, sp, sn, dp, dn, flags)
+}
+
+// ReadLink returns a symlink's target.
+func (v *VFS) ReadLink(ctx context.Context, ino meta.Ino) ([]byte, error) {
+	return v.Meta.ReadLink(ctx, ino)
+}
+
+// Access checks access(2) permissions.
+func (v *VFS) Access(ctx context.Context, ino meta.Ino, mask uint32) error {
+	return v.Meta.Access(ctx, ino, mask)
+}
+
+// StatFS returns the volume's usage.
+func (v *VFS) StatFS(ctx context.Context) (meta.StatFS, error) { return v.Meta.StatFS(ctx) }
+
+// GetXattr, ListXattr, SetXattr and RemoveXattr pass through to meta.
+
+// GetXattr returns an extended attribute.
+func (v *VFS) GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, error) {
+	return v.Meta.GetXattr(ctx, ino, name)
+}
+
+// ListXattr lists extended attribute names.
+func (v *VFS) ListXattr(ctx context.Context, ino meta.Ino) ([]string, error) {
+	return v.Meta.ListXattr(ctx, ino)
+}
+
+// SetXattr sets an extended attribute.
+func (v *VFS) SetXattr(ctx context.Context, ino meta.Ino, name string, value []byte, flags uint32) error {
+	return v.Meta.SetXattr(ctx, ino, name, value, flags)
+}
+
+// RemoveXattr removes an extended attribute.
+func (v *VFS) RemoveXattr(ctx context.Context, ino meta.Ino, name string) error {
+	return v.Meta.RemoveXattr(ctx, ino, name)
+}
+
+// Close commits every buffered write of every open file.
+func (v *VFS) Close(ctx context.Context) error {
+	v.mu.Lock()
+	files := make([]*openFile, 0, len(v.mu.files))
+	for _, f := range v.mu.files {
+		files = append(files, f)
+	}
+	v.mu.Unlock()
+	var first error
+	for _, f := range files {
+		if err := f.flush(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
