@@ -242,4 +242,3 @@ func readyReporter() func(error) {
 		os.Unsetenv(readyFdEnv)
 	}
 }
-

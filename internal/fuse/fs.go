@@ -20,9 +20,9 @@ import (
 // fileSystem implements gofuse.RawFileSystem over a VFS.
 type fileSystem struct {
 	gofuse.RawFileSystem // ENOSYS for what is not implemented
-	v      *vfs.VFS
-	log    *slog.Logger
-	groups *groupCache
+	v                    *vfs.VFS
+	log                  *slog.Logger
+	groups               *groupCache
 }
 
 var _ gofuse.RawFileSystem = (*fileSystem)(nil)
@@ -204,8 +204,17 @@ func (fs *fileSystem) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name str
 	return fs.status("rmdir", fs.v.Rmdir(fs.ctx(h), meta.Ino(h.NodeId), []byte(name)))
 }
 
+// opRename2 is the FUSE opcode of renameat2 with flags.
+const opRename2 = 45
+
 func (fs *fileSystem) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) gofuse.Status {
-	err := fs.v.Rename(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), []byte(oldName), meta.Ino(in.Newdir), []byte(newName), in.Flags)
+	// Plain RENAME carries no flags field: go-fuse's RenameIn.Flags then
+	// overlaps the names, so only RENAME2 may set flags.
+	var flags uint32
+	if in.Opcode == opRename2 {
+		flags = in.Flags
+	}
+	err := fs.v.Rename(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), []byte(oldName), meta.Ino(in.Newdir), []byte(newName), flags)
 	return fs.status("rename", err)
 }
 

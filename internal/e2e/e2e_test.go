@@ -1,0 +1,164 @@
+// Package e2e holds end-to-end tests: they build the sluice binary, format
+// volumes on SQLite and a local directory, mount them with FUSE in
+// temporary directories and check what applications see, across
+// unmounts and new mount processes. They need root and /dev/fuse; without
+// them they skip loudly, and under CI=true they fail instead.
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sluiceBin is the binary built once by TestMain.
+var sluiceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sluiceBin = filepath.Join(dir, "sluice")
+	build := exec.Command("go", "build", "-o", sluiceBin, "github.com/sluicefs/sluice/cmd/sluice")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build sluice:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireFUSE skips (or fails under CI=true) when mounts are impossible.
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	reason := ""
+	if os.Geteuid() != 0 {
+		reason = "not running as root"
+	} else if _, err := os.Stat("/dev/fuse"); err != nil {
+		reason = "no /dev/fuse"
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("FUSE mounts are required under CI=true: %s", reason)
+	}
+	t.Skipf("SKIPPING FUSE test: %s", reason)
+}
+
+// result is the outcome of one sluice command.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func sluice(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(sluiceBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run sluice %v: %v", args, err)
+	}
+	return r
+}
+
+func mustSluice(t *testing.T, args ...string) string {
+	t.Helper()
+	r := sluice(t, args...)
+	if r.code != 0 {
+		t.Fatalf("sluice %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// volume is a formatted volume in a temporary directory.
+type volume struct {
+	dir, metaURL, bucket, mnt, log string
+}
+
+func newVolume(t *testing.T, formatArgs ...string) *volume {
+	t.Helper()
+	requireFUSE(t)
+	dir := t.TempDir()
+	// Other users (pjdfstest's, permission tests) must reach the mount.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := &volume{dir: dir, metaURL: "sqlite3://" + filepath.Join(dir, "meta.db"), bucket: filepath.Join(dir, "bucket"),
+		mnt: filepath.Join(dir, "mnt"), log: filepath.Join(dir, "mount.log")}
+	if err := os.Mkdir(v.mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustSluice(t, append([]string{"format", v.metaURL, "vol", "--bucket", v.bucket}, formatArgs...)...)
+	return v
+}
+
+// mount mounts the volume in a background process and unmounts it when
+// the test ends.
+func (v *volume) mount(t *testing.T, args ...string) {
+	t.Helper()
+	mustSluice(t, append([]string{"mount", "-d", v.metaURL, v.mnt, "--log", v.log}, args...)...)
+	t.Cleanup(func() {
+		if mounted(v.mnt) {
+			if r := sluice(t, "umount", v.mnt); r.code != 0 {
+				sluice(t, "umount", "--force", v.mnt)
+			}
+		}
+	})
+}
+
+// umount unmounts and waits until the mount process has finished its
+// session, so that a following mount is a fresh process.
+func (v *volume) umount(t *testing.T) {
+	t.Helper()
+	mustSluice(t, "umount", v.mnt)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if !strings.Contains(mustSluice(t, "status", v.metaURL), `"Sid"`) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("mount process did not end its session after umount; log:\n%s", readFile(t, v.log))
+}
+
+func (v *volume) path(name string) string { return filepath.Join(v.mnt, name) }
+
+func mounted(path string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == path {
+			return true
+		}
+	}
+	return false
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	return string(b)
+}
