@@ -40,6 +40,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown scheme", []string{"format", "foo://x", "vol"}, `unknown metadata engine "foo"`, ""},
 		{"malformed URL", []string{"status", "not-a-url"}, "malformed metadata URL", ""},
 		{"corrupt sqlite", []string{"status", "sqlite3://" + corrupt}, "not a SQLite database or corrupt", ""},
+		{"unreadable sqlite", []string{"status", "sqlite3://" + dir}, "cannot open", ""},
 		{"not formatted", []string{"status", "sqlite3://" + missingDB}, "volume not formatted", missingDB},
 		{"empty sqlite", []string{"mount", "sqlite3://" + filepath.Join(dir, "empty.db"), dir}, "does not exist", ""},
 		{"invalid block size", []string{"format", "sqlite3://" + filepath.Join(dir, "bs.db"), "vol", "--bucket", filepath.Join(dir, "b1"), "--block-size", "3M"}, "invalid block size", filepath.Join(dir, "bs.db")},
