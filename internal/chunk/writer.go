@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 )
@@ -33,8 +34,20 @@ type FileWriter struct {
 		sync.Mutex
 		chunks map[uint32][]*wslice // pending slices per chunk, oldest first
 		err    error                // first failed upload or commit
+		// commits counts slices that left the pending list, so a reader
+		// can tell that one moved into metadata while it read.
+		commits uint64
+		idle    *time.Timer // finishes idle and old slices; nil when unarmed
 	}
 }
+
+// Slices are finished when no write touched them for idleFlush, or when
+// they are older than maxAge, so buffered data reaches the volume soon and
+// an idle writer does not hold buffers other writers wait for.
+const (
+	idleFlush = time.Second
+	maxAge    = 5 * time.Second
+)
 
 // wslice is a slice being written.
 type wslice struct {
@@ -45,6 +58,8 @@ type wslice struct {
 	id      uint64
 	started int  // leading blocks whose upload has started
 	frozen  bool // no more writes; finishing
+	created time.Time
+	touched time.Time // last write
 	prev    *wslice
 	done    chan struct{} // closed once committed or failed
 
@@ -84,6 +99,7 @@ func (w *FileWriter) Write(ctx context.Context, p []byte, off uint64) error {
 		p = p[n:]
 		off += uint64(n)
 	}
+	w.armIdleLocked()
 	return nil
 }
 
@@ -99,10 +115,12 @@ func (w *FileWriter) writeChunkLocked(ctx context.Context, idx, pos uint32, p []
 		}
 	}
 	if sl == nil {
-		sl = &wslice{idx: idx, pos: pos, prev: last, done: make(chan struct{})}
+		now := time.Now()
+		sl = &wslice{idx: idx, pos: pos, prev: last, done: make(chan struct{}), created: now, touched: now}
 		w.mu.chunks[idx] = append(list, sl)
 	}
 	w.copyIn(sl, pos-sl.pos, p)
+	sl.touched = time.Now()
 	if sl.pos+sl.length == meta.ChunkSize {
 		w.finishLocked(sl)
 		return nil
@@ -201,6 +219,7 @@ func (w *FileWriter) finishLocked(sl *wslice) {
 		} else {
 			w.mu.chunks[sl.idx] = list
 		}
+		w.mu.commits++
 		w.mu.Unlock()
 		w.s.buffers.release(int64(len(sl.blocks) * w.s.conf.BlockSize))
 		close(sl.done)
@@ -257,11 +276,63 @@ func (w *FileWriter) PendingEnd() uint64 {
 	return end
 }
 
-// Overlay copies buffered, uncommitted bytes over p, which holds the
-// committed content of the file at offset off.
-func (w *FileWriter) Overlay(p []byte, off uint64) {
+// armIdleLocked starts the idle timer when slices are being written.
+func (w *FileWriter) armIdleLocked() {
+	if w.mu.idle == nil && len(w.mu.chunks) > 0 {
+		w.mu.idle = time.AfterFunc(idleFlush, w.finishIdle)
+	}
+}
+
+// finishIdle finishes slices that are idle or old, and re-arms the timer
+// while unfinished slices remain.
+func (w *FileWriter) finishIdle() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.mu.idle = nil
+	now := time.Now()
+	open := false
+	for _, list := range w.mu.chunks {
+		for _, sl := range list {
+			if sl.frozen {
+				continue
+			}
+			if now.Sub(sl.touched) >= idleFlush || now.Sub(sl.created) >= maxAge {
+				w.finishLocked(sl)
+			} else {
+				open = true
+			}
+		}
+	}
+	if open {
+		w.mu.idle = time.AfterFunc(idleFlush, w.finishIdle)
+	}
+}
+
+// Read fills p with the file's content at off as this writer's process
+// sees it: what is committed, with buffered writes on top. A slice that
+// commits while the committed part is read would be in neither, so the
+// read is retried until no commit interleaved.
+func (w *FileWriter) Read(ctx context.Context, src SliceSource, p []byte, off uint64) error {
+	for {
+		w.mu.Lock()
+		commits := w.mu.commits
+		w.mu.Unlock()
+		if err := w.s.ReadFile(ctx, src, w.ino, p, off); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		if w.mu.commits == commits {
+			w.overlayLocked(p, off)
+			w.mu.Unlock()
+			return nil
+		}
+		w.mu.Unlock()
+	}
+}
+
+// overlayLocked copies buffered, uncommitted bytes over p, which holds the
+// committed content of the file at offset off.
+func (w *FileWriter) overlayLocked(p []byte, off uint64) {
 	if len(w.mu.chunks) == 0 {
 		return
 	}

@@ -76,6 +76,11 @@ type Client struct {
 	// Usage deltas not yet written to the shared counters; flushed in the
 	// background so creates do not all serialize on one counter record.
 	usedSpace, usedInodes atomic.Int64
+	// flushMu is held for writing by flushUsage from taking the deltas to
+	// the commit of the counters, and for reading by usage around its
+	// transaction, so a reader never sees deltas in neither place. Take it
+	// before, never inside, a store transaction.
+	flushMu sync.RWMutex
 
 	sid uint64
 
@@ -297,6 +302,8 @@ func (c *Client) NewSliceID(ctx context.Context) (uint64, error) {
 }
 
 func (c *Client) flushUsage(ctx context.Context) error {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
 	space, inodes := c.usedSpace.Swap(0), c.usedInodes.Swap(0)
 	if space == 0 && inodes == 0 {
 		return nil

@@ -33,6 +33,9 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 	if isDot(name) {
 		return nil, syscall.EEXIST
 	}
+	if nn.Type < store.TypeFile || nn.Type > store.TypeSocket {
+		return nil, syscall.EINVAL
+	}
 	if nn.Type == store.TypeSymlink && (len(nn.Target) == 0 || len(nn.Target) > MaxSymlink) {
 		if len(nn.Target) == 0 {
 			return nil, syscall.ENOENT

@@ -17,7 +17,8 @@ type StatFS struct {
 }
 
 // usageTx returns the space and inodes in use: the shared counters plus
-// this client's deltas not yet flushed.
+// this client's deltas not yet flushed. Inside a transaction it may miss
+// deltas a concurrent flush is committing; usage does not.
 func (c *Client) usageTx(tx store.Tx) (space, inodes int64, err error) {
 	if space, err = tx.Counter(counterUsedSpace); err != nil {
 		return 0, 0, err
@@ -29,6 +30,8 @@ func (c *Client) usageTx(tx store.Tx) (space, inodes int64, err error) {
 }
 
 func (c *Client) usage(ctx context.Context) (space, inodes int64, err error) {
+	c.flushMu.RLock()
+	defer c.flushMu.RUnlock()
 	err = c.st.View(ctx, func(tx store.Tx) error {
 		space, inodes, err = c.usageTx(tx)
 		return err

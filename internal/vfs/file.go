@@ -24,6 +24,9 @@ type openFile struct {
 		length    uint64
 		lastWrite time.Time
 		chunks    map[uint32][]meta.Slice // committed slice lists read so far
+		// gen counts invalidations of chunks, so a list fetched before
+		// one is not cached after it.
+		gen uint64
 	}
 }
 
@@ -36,6 +39,7 @@ var (
 func (f *openFile) ReadChunk(ctx context.Context, ino meta.Ino, idx uint32) ([]meta.Slice, error) {
 	f.mu.Lock()
 	ss, ok := f.mu.chunks[idx]
+	gen := f.mu.gen
 	f.mu.Unlock()
 	if ok {
 		return ss, nil
@@ -45,7 +49,9 @@ func (f *openFile) ReadChunk(ctx context.Context, ino meta.Ino, idx uint32) ([]m
 		return nil, err
 	}
 	f.mu.Lock()
-	f.mu.chunks[idx] = ss
+	if f.mu.gen == gen {
+		f.mu.chunks[idx] = ss
+	}
 	f.mu.Unlock()
 	return ss, nil
 }
@@ -58,6 +64,7 @@ func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.S
 	a, err := f.meta.Write(ctx, ino, idx, s)
 	f.mu.Lock()
 	delete(f.mu.chunks, idx)
+	f.mu.gen++
 	if err == nil {
 		f.mu.length = max(f.mu.length, a.Length)
 	}
@@ -72,6 +79,7 @@ func (f *openFile) setAttr(a *meta.Attr) {
 	defer f.mu.Unlock()
 	if a.Length != f.mu.length {
 		clear(f.mu.chunks)
+		f.mu.gen++
 	}
 	f.mu.length = a.Length
 }
@@ -110,6 +118,7 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	f.mu.refs++
 	// Close-to-open: a new open sees what other mounts committed.
 	clear(f.mu.chunks)
+	f.mu.gen++
 	f.mu.length = max(a.Length, f.writer.PendingEnd())
 	f.mu.Unlock()
 	return f
@@ -173,10 +182,9 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, size int) ([]byte
 	}
 	n := min(uint64(size), length-off)
 	buf := make([]byte, n)
-	if err := v.Store.ReadFile(ctx, f, h.ino, buf, off); err != nil {
+	if err := f.writer.Read(ctx, f, buf, off); err != nil {
 		return nil, err
 	}
-	f.writer.Overlay(buf, off)
 	return buf, nil
 }
 
