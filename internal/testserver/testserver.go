@@ -1,0 +1,37 @@
+// Package testserver finds the real servers (Redis, PostgreSQL, MariaDB,
+// etcd, S3) that tests run against. Each server is named by an environment
+// variable holding its URL, set by scripts/test-servers.sh (which `make
+// test` and CI use). Without the variable a test skips with a loud message,
+// except under CI=true, where a missing server fails the test so CI can
+// never go green by skipping.
+package testserver
+
+import (
+	"os"
+	"testing"
+)
+
+// Environment variables naming test servers.
+const (
+	Redis        = "SLUICE_TEST_REDIS"         // redis://127.0.0.1:PORT
+	RedisCluster = "SLUICE_TEST_REDIS_CLUSTER" // redis://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
+	Postgres     = "SLUICE_TEST_POSTGRES"      // postgres://USER:PASS@127.0.0.1:PORT/DB?sslmode=disable (may create databases)
+	MySQL        = "SLUICE_TEST_MYSQL"         // mysql://USER:PASS@(127.0.0.1:PORT)/DB (may create databases)
+	Etcd         = "SLUICE_TEST_ETCD"          // etcd://127.0.0.1:PORT
+	EtcdCluster  = "SLUICE_TEST_ETCD_CLUSTER"  // etcd://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
+	S3           = "SLUICE_TEST_S3"            // http://ACCESS:SECRET@127.0.0.1:PORT/BUCKET
+)
+
+// URL returns the URL in env, or skips t (fails it under CI=true) when it
+// is unset.
+func URL(t testing.TB, env string) string {
+	t.Helper()
+	if u := os.Getenv(env); u != "" {
+		return u
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not set: the server it names is required under CI=true", env)
+	}
+	t.Skipf("SKIPPING: %s is not set (run scripts/test-servers.sh, or `make test`, to start real servers)", env)
+	return ""
+}
