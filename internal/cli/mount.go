@@ -29,6 +29,7 @@ type mountOptions struct {
 	maxUploads    int
 	logFile       string
 	debug         bool
+	heartbeat     time.Duration
 }
 
 func defaultLogFile() string {
@@ -44,7 +45,7 @@ func defaultLogFile() string {
 
 func newMount() *cobra.Command {
 	o := mountOptions{attrCache: time.Second, entryCache: time.Second, dirEntryCache: time.Second,
-		bufferSize: 300 << 20, maxUploads: 20}
+		bufferSize: 300 << 20, maxUploads: 20, heartbeat: 12 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "mount META-URL MOUNTPOINT",
 		Short: "Mount a volume with FUSE",
@@ -73,6 +74,7 @@ returns once the mount is ready and serves in the background, logging to
 	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers; writers wait when it is used up (a plain number is MiB)")
 	fl.IntVar(&o.maxUploads, "max-uploads", o.maxUploads, "number of blocks uploaded concurrently")
 	fl.StringVar(&o.logFile, "log", defaultLogFile(), "log file of a background mount")
+	fl.Var(secondsValue{&o.heartbeat}, "heartbeat", "interval of session heartbeats; a mount silent for 25 heartbeats is cleaned up by the others (use one value on all mounts)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	return cmd
 }
@@ -131,6 +133,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	host, _ := os.Hostname()
 	mc, err := meta.NewClient(ctx, st, meta.Config{
 		ReadOnly:    o.readOnly,
+		Heartbeat:   o.heartbeat,
 		DeleteSlice: cs.Delete,
 		SessionInfo: meta.SessionInfo{Host: host, MountPoint: mp, Version: Version},
 		Logger:      log,

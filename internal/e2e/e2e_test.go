@@ -113,11 +113,20 @@ func newVolume(t *testing.T, formatArgs ...string) *volume {
 // the test ends.
 func (v *volume) mount(t *testing.T, args ...string) {
 	t.Helper()
-	mustSluice(t, append([]string{"mount", "-d", v.metaURL, v.mnt, "--log", v.log}, args...)...)
+	v.mountAt(t, v.mnt, args...)
+}
+
+// mountAt mounts the volume at another mount point, in another process.
+func (v *volume) mountAt(t *testing.T, mnt string, args ...string) {
+	t.Helper()
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustSluice(t, append([]string{"mount", "-d", v.metaURL, mnt, "--log", v.log}, args...)...)
 	t.Cleanup(func() {
-		if mounted(v.mnt) {
-			if r := sluice(t, "umount", v.mnt); r.code != 0 {
-				sluice(t, "umount", "--force", v.mnt)
+		if mounted(mnt) {
+			if r := sluice(t, "umount", mnt); r.code != 0 {
+				sluice(t, "umount", "--force", mnt)
 			}
 		}
 	})

@@ -45,7 +45,7 @@ func (fs *fileSystem) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []b
 }
 
 func (fs *fileSystem) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status {
-	return fs.status("flush", fs.v.Flush(fs.ctx(&in.InHeader), in.Fh))
+	return fs.status("flush", fs.v.Flush(fs.ctx(&in.InHeader), in.Fh, in.LockOwner))
 }
 
 func (fs *fileSystem) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
@@ -53,7 +53,11 @@ func (fs *fileSystem) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.S
 }
 
 func (fs *fileSystem) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
-	if err := fs.v.Release(fs.ctx(&in.InHeader), in.Fh); err != nil {
+	var flockOwner uint64
+	if in.ReleaseFlags&gofuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
+		flockOwner = in.LockOwner
+	}
+	if err := fs.v.Release(fs.ctx(&in.InHeader), in.Fh, flockOwner); err != nil {
 		fs.status("release", err)
 	}
 }

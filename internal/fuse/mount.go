@@ -44,6 +44,10 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 		DirectMount:          true,
 		Debug:                opts.Debug,
 		EnableSymlinkCaching: true,
+		// Locks are kept in the metadata engine so they hold across
+		// mounts; a read-only mount cannot record them and leaves them
+		// to the kernel.
+		EnableLocks: !opts.ReadOnly,
 	}
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")

@@ -46,6 +46,14 @@ type Config struct {
 	ReadOnly bool
 	// Heartbeat is the interval of session heartbeats.
 	Heartbeat time.Duration
+	// SessionTimeout is how long a session may miss heartbeats before any
+	// live client cleans up after it (releases its locks, deletes the
+	// files it kept open after unlink). Default 25 heartbeats (5 minutes
+	// with the default heartbeat).
+	SessionTimeout time.Duration
+	// Now tells the time for session expiry; tests move it. Default
+	// time.Now.
+	Now func() time.Time
 	// DeleteSlice removes the stored blocks of a slice whose last reference
 	// is gone. Nil leaves deletions queued.
 	DeleteSlice func(ctx context.Context, id uint64, size uint32) error
@@ -171,6 +179,12 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	if conf.Heartbeat <= 0 {
 		conf.Heartbeat = 12 * time.Second
 	}
+	if conf.SessionTimeout <= 0 {
+		conf.SessionTimeout = 25 * conf.Heartbeat
+	}
+	if conf.Now == nil {
+		conf.Now = time.Now
+	}
 	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -195,26 +209,21 @@ func (c *Client) Format() *Format { return c.format }
 func (c *Client) Store() store.Store { return c.st }
 
 // Close flushes usage counters, ends the session and stops background work.
-// Files this session kept open after unlink are deleted.
+// Files this session kept open after unlink are deleted and its locks
+// released.
 func (c *Client) Close(ctx context.Context) error {
 	c.cancel()
 	<-c.done
 	var errs []error
 	if !c.conf.ReadOnly {
-		errs = append(errs, c.flushUsage(ctx))
+		// Release this session's locks, delete the files it kept open
+		// after unlink, and end the session; then flush the usage that
+		// changed.
+		errs = append(errs, c.cleanSession(ctx, c.sid))
 		c.mu.Lock()
-		var sustained []Ino
-		for ino := range c.mu.sustained {
-			sustained = append(sustained, ino)
-		}
+		clear(c.mu.sustained)
 		c.mu.Unlock()
-		for _, ino := range sustained {
-			errs = append(errs, c.deleteSustained(ctx, ino))
-		}
-		errs = append(errs, c.st.Update(ctx, func(tx store.Tx) error {
-			tx.DeleteSession(c.sid)
-			return nil
-		}))
+		errs = append(errs, c.flushUsage(ctx))
 	}
 	return errors.Join(errs...)
 }
@@ -353,6 +362,9 @@ func (c *Client) background(ctx context.Context) {
 			lastBeat = time.Now()
 			if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("session heartbeat", "sid", c.sid, "err", err)
+			}
+			if err := c.CleanStaleSessions(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("clean stale sessions", "err", err)
 			}
 		}
 		if err := c.processDeletions(ctx); err != nil && ctx.Err() == nil {

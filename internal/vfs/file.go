@@ -154,7 +154,7 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 	fh := v.addHandle(&handle{ino: ino, flags: flags, file: f})
 	if flags&syscall.O_TRUNC != 0 && a.Length > 0 {
 		if a, err = v.SetAttr(ctx, ino, meta.SetSize|meta.SetViaHandle, &meta.Attr{}); err != nil {
-			v.Release(ctx, fh)
+			v.Release(ctx, fh, 0)
 			return nil, 0, err
 		}
 	}
@@ -211,11 +211,18 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 	return nil
 }
 
-// Flush commits the handle's buffered writes (close(2) of a descriptor).
-func (v *VFS) Flush(ctx context.Context, fh uint64) error {
+// Flush commits the handle's buffered writes (close(2) of a descriptor)
+// and, when lockOwner is not 0, drops the POSIX locks that owner holds on
+// the file, as closing any descriptor of it does.
+func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 	h, err := v.handle(fh)
 	if err != nil {
 		return err
+	}
+	if lockOwner != 0 {
+		if err := v.Meta.ReleaseLocks(ctx, h.ino, lockOwner); err != nil {
+			return err
+		}
 	}
 	if h.file == nil {
 		return nil
@@ -224,10 +231,11 @@ func (v *VFS) Flush(ctx context.Context, fh uint64) error {
 }
 
 // Fsync makes the file's writes durable in the volume.
-func (v *VFS) Fsync(ctx context.Context, fh uint64) error { return v.Flush(ctx, fh) }
+func (v *VFS) Fsync(ctx context.Context, fh uint64) error { return v.Flush(ctx, fh, 0) }
 
 // Release closes a handle; the last handle of a file commits its writes.
-func (v *VFS) Release(ctx context.Context, fh uint64) error {
+// A flock held by flockOwner (not 0) is released.
+func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 	v.mu.Lock()
 	h, ok := v.mu.handles[fh]
 	delete(v.mu.handles, fh)
@@ -236,8 +244,13 @@ func (v *VFS) Release(ctx context.Context, fh uint64) error {
 		return syscall.EBADF
 	}
 	var err error
+	if flockOwner != 0 {
+		err = v.Meta.Flock(ctx, h.ino, flockOwner, meta.LockUnlock, false)
+	}
 	if f := h.file; f != nil {
-		err = f.flush(ctx)
+		if ferr := f.flush(ctx); err == nil {
+			err = ferr
+		}
 		v.mu.Lock()
 		f.mu.Lock()
 		f.mu.refs--

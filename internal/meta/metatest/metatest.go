@@ -57,6 +57,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"InodeLimit", testInodeLimit},
 		{"ReadOnly", testReadOnly},
 		{"FormatTwice", testFormatTwice},
+		{"Locks", testLocks},
+		{"StaleSession", testStaleSession},
 		{"Model", testModel},
 	}
 	for _, c := range cases {

@@ -99,6 +99,20 @@ type DelFile struct {
 	Expire int64 // unix seconds
 }
 
+// Lock kinds.
+const (
+	LockFlock byte = 'F' // BSD flock: Data is one byte, the lock type
+	LockPosix byte = 'P' // POSIX record locks: Data encodes the owner's ranges
+)
+
+// LockRecord is the lock state one owner of one session holds on an inode.
+// The core gives Data its meaning; an empty Data means no lock.
+type LockRecord struct {
+	Sid   uint64
+	Owner uint64
+	Data  []byte
+}
+
 // Tx is a metadata transaction. Reads see the transaction's own writes.
 // Methods that write return no error: engines buffer writes and report
 // failures from commit.
@@ -164,6 +178,14 @@ type Tx interface {
 	// Sustained lists inodes kept alive by session sid (unlinked while open).
 	Sustained(sid uint64) ([]Ino, error)
 	SetSustained(sid uint64, ino Ino, on bool)
+
+	// Locks returns the lock records of kind (LockFlock or LockPosix) on ino.
+	Locks(ino Ino, kind byte) ([]LockRecord, error)
+	// SetLock stores r; an empty r.Data deletes it.
+	SetLock(ino Ino, kind byte, r LockRecord)
+	// LockedInodes lists the inodes on which session sid may hold locks.
+	LockedInodes(sid uint64) ([]Ino, error)
+	SetLockedInode(sid uint64, ino Ino, on bool)
 
 	// DelFiles returns up to limit files waiting for data deletion.
 	DelFiles(limit int) ([]DelFile, error)

@@ -10,11 +10,14 @@
 //	"A" ino "S"            symlink target
 //	"A" ino "X" name       extended attribute
 //	"A" ino "C" idx(u32)   chunk slice list
+//	"A" ino "F" sid owner  flock of one owner
+//	"A" ino "P" sid owner  POSIX record locks of one owner
 //	"K" id size(u32)       extra slice references
 //	"C" name               counter
 //	"S"                    volume settings
 //	"N" sid                session
 //	"O" sid ino            sustained inode of a session
+//	"Q" sid ino            inode on which a session holds locks
 //	"D" ino length         file waiting for data deletion (value: expiry)
 //	"L" id size(u32)       slice waiting for block deletion
 package kvstore

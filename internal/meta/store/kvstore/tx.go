@@ -368,6 +368,56 @@ func (x *tx) SetSustained(sid uint64, ino store.Ino, on bool) {
 	}
 }
 
+// Locks
+
+func (x *tx) Locks(ino store.Ino, kind byte) ([]store.LockRecord, error) {
+	prefix := inoKey(ino, kind, nil)
+	pairs, err := x.t.Scan(prefix, prefixEnd(prefix), 0)
+	if err != nil {
+		return nil, fmt.Errorf("scan locks of %d: %w", ino, err)
+	}
+	out := make([]store.LockRecord, 0, len(pairs))
+	for _, p := range pairs {
+		k := p.Key[len(prefix):]
+		if len(k) != 16 {
+			return nil, fmt.Errorf("inode %d: corrupt lock record", ino)
+		}
+		out = append(out, store.LockRecord{Sid: be.Uint64(k), Owner: be.Uint64(k[8:]), Data: p.Value})
+	}
+	return out, nil
+}
+
+func (x *tx) SetLock(ino store.Ino, kind byte, r store.LockRecord) {
+	k := inoKey(ino, kind, be.AppendUint64(be.AppendUint64(nil, r.Sid), r.Owner))
+	if len(r.Data) == 0 {
+		x.t.Delete(k)
+	} else {
+		x.t.Set(k, r.Data)
+	}
+}
+
+func (x *tx) LockedInodes(sid uint64) ([]store.Ino, error) {
+	prefix := be.AppendUint64([]byte{'Q'}, sid)
+	pairs, err := x.t.Scan(prefix, prefixEnd(prefix), 0)
+	if err != nil {
+		return nil, fmt.Errorf("scan locked inodes: %w", err)
+	}
+	out := make([]store.Ino, len(pairs))
+	for i, p := range pairs {
+		out[i] = store.Ino(be.Uint64(p.Key[len(prefix):]))
+	}
+	return out, nil
+}
+
+func (x *tx) SetLockedInode(sid uint64, ino store.Ino, on bool) {
+	k := be.AppendUint64(be.AppendUint64([]byte{'Q'}, sid), uint64(ino))
+	if on {
+		x.t.Set(k, []byte{1})
+	} else {
+		x.t.Delete(k)
+	}
+}
+
 // Deletion queues
 
 func (x *tx) DelFiles(limit int) ([]store.DelFile, error) {

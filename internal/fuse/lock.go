@@ -1,0 +1,56 @@
+package fuse
+
+import (
+	"context"
+	"syscall"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluicefs/sluice/internal/meta"
+)
+
+func (fs *fileSystem) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse.LkOut) gofuse.Status {
+	lk := meta.PosixLock{Start: in.Lk.Start, End: in.Lk.End, Type: in.Lk.Typ, Pid: in.Lk.Pid}
+	got, err := fs.v.GetLk(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), in.Owner, lk)
+	if err != nil {
+		return fs.status("getlk", err)
+	}
+	out.Lk = gofuse.FileLock{Start: got.Start, End: got.End, Typ: got.Type, Pid: got.Pid}
+	return gofuse.OK
+}
+
+func (fs *fileSystem) SetLk(cancel <-chan struct{}, in *gofuse.LkIn) gofuse.Status {
+	return fs.setLk(cancel, in, false)
+}
+
+func (fs *fileSystem) SetLkw(cancel <-chan struct{}, in *gofuse.LkIn) gofuse.Status {
+	return fs.setLk(cancel, in, true)
+}
+
+// setLk applies flock(2) or fcntl(2) locks; a blocking request ends with
+// EINTR when the kernel interrupts it (a signal to the waiting process).
+func (fs *fileSystem) setLk(cancel <-chan struct{}, in *gofuse.LkIn, block bool) gofuse.Status {
+	ctx := fs.ctx(&in.InHeader)
+	if block {
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			select {
+			case <-cancel:
+				stop()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	if in.LkFlags&gofuse.FUSE_LK_FLOCK != 0 {
+		switch in.Lk.Typ {
+		case syscall.F_RDLCK, syscall.F_WRLCK, syscall.F_UNLCK:
+		default:
+			return gofuse.EINVAL
+		}
+		return fs.status("flock", fs.v.Flock(ctx, in.Fh, in.Owner, in.Lk.Typ, block))
+	}
+	lk := meta.PosixLock{Start: in.Lk.Start, End: in.Lk.End, Type: in.Lk.Typ, Pid: in.Lk.Pid}
+	return fs.status("setlk", fs.v.SetLk(ctx, meta.Ino(in.NodeId), in.Owner, lk, block))
+}

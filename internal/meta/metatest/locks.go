@@ -1,0 +1,107 @@
+package metatest
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta"
+)
+
+// testLocks checks flock and POSIX record locks between two clients
+// (two mounts) of one volume.
+func testLocks(t *testing.T, ns newStoreFunc) {
+	st := openStore(t, ns)
+	format(t, st, testFormat())
+	a := newClient(t, st, meta.Config{})
+	b := newClient(t, st, meta.Config{})
+	f := mkfile(t, a, meta.RootIno, "f")
+
+	// flock: a writer excludes everyone; readers share.
+	wantErr(t, "a flock W", a.Flock(root, f.Ino, 1, meta.LockWrite, false), 0)
+	wantErr(t, "b flock R while a holds W", b.Flock(root, f.Ino, 1, meta.LockRead, false), syscall.EAGAIN)
+	wantErr(t, "a flock W again (same owner)", a.Flock(root, f.Ino, 1, meta.LockWrite, false), 0)
+	wantErr(t, "a other owner flock R", a.Flock(root, f.Ino, 2, meta.LockRead, false), syscall.EAGAIN)
+	wantErr(t, "a downgrade to R", a.Flock(root, f.Ino, 1, meta.LockRead, false), 0)
+	wantErr(t, "b flock R shares", b.Flock(root, f.Ino, 1, meta.LockRead, false), 0)
+	wantErr(t, "b flock W while a reads", b.Flock(root, f.Ino, 1, meta.LockWrite, false), syscall.EAGAIN)
+
+	// A blocking request waits for the holder to unlock.
+	got := make(chan error, 1)
+	go func() { got <- b.Flock(root, f.Ino, 1, meta.LockWrite, true) }()
+	wantErr(t, "a unlock", a.Flock(root, f.Ino, 1, meta.LockUnlock, false), 0)
+	select {
+	case err := <-got:
+		wantErr(t, "b blocking flock W after unlock", err, 0)
+	case <-time.After(10 * time.Second):
+		t.Fatal("blocking flock did not get the lock after the unlock")
+	}
+	// A blocking request ends with EINTR when cancelled.
+	ctx, cancel := context.WithCancel(root)
+	go func() { got <- a.Flock(ctx, f.Ino, 1, meta.LockRead, true) }()
+	cancel()
+	wantErr(t, "cancelled blocking flock", <-got, syscall.EINTR)
+	wantErr(t, "b unlock", b.Flock(root, f.Ino, 1, meta.LockUnlock, false), 0)
+
+	// POSIX record locks.
+	w := func(s, e uint64) meta.PosixLock {
+		return meta.PosixLock{Start: s, End: e, Type: meta.LockWrite, Pid: 10}
+	}
+	r := func(s, e uint64) meta.PosixLock {
+		return meta.PosixLock{Start: s, End: e, Type: meta.LockRead, Pid: 20}
+	}
+	u := func(s, e uint64) meta.PosixLock { return meta.PosixLock{Start: s, End: e, Type: meta.LockUnlock} }
+	wantErr(t, "a W [0,99]", a.SetLk(root, f.Ino, 7, w(0, 99), false), 0)
+	conflict, err := b.GetLk(root, f.Ino, 7, w(50, 60))
+	wantErr(t, "b getlk", err, 0)
+	if conflict.Type != meta.LockWrite || conflict.Start != 0 || conflict.End != 99 || conflict.Pid != 10 {
+		t.Errorf("getlk reports %+v, want a's write lock [0,99] pid 10", conflict)
+	}
+	if none, _ := b.GetLk(root, f.Ino, 7, w(100, 200)); none.Type != meta.LockUnlock {
+		t.Errorf("getlk past the lock reports %+v", none)
+	}
+	wantErr(t, "b R [100,200]", b.SetLk(root, f.Ino, 7, r(100, 200), false), 0)
+	wantErr(t, "b W [90,110] overlapping a", b.SetLk(root, f.Ino, 7, w(90, 110), false), syscall.EAGAIN)
+	wantErr(t, "a unlock [0,49]", a.SetLk(root, f.Ino, 7, u(0, 49), false), 0)
+	wantErr(t, "b W [0,49] after unlock", b.SetLk(root, f.Ino, 8, w(0, 49), false), 0)
+	wantErr(t, "a R [150,160] shares b's read", a.SetLk(root, f.Ino, 7, r(150, 160), false), 0)
+	wantErr(t, "a release all", a.ReleaseLocks(root, f.Ino, 7), 0)
+	wantErr(t, "b W [50,99] after a released", b.SetLk(root, f.Ino, 9, w(50, 99), false), 0)
+	wantErr(t, "start past end", b.SetLk(root, f.Ino, 9, w(10, 5), false), syscall.EINVAL)
+}
+
+// testStaleSession checks that a live client cleans up after a mount that
+// stopped heartbeating: its locks go and its open-but-unlinked files are
+// deleted.
+func testStaleSession(t *testing.T, ns newStoreFunc) {
+	st := openStore(t, ns)
+	format(t, st, testFormat())
+	dead := newClient(t, st, meta.Config{})
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	live := newClient(t, st, meta.Config{SessionTimeout: time.Minute, Now: later})
+	f := mkfile(t, dead, meta.RootIno, "f")
+	g := mkfile(t, dead, meta.RootIno, "g")
+	wantErr(t, "flock", dead.Flock(root, f.Ino, 1, meta.LockWrite, false), 0)
+	wantErr(t, "posix lock", dead.SetLk(root, f.Ino, 1, meta.PosixLock{Start: 0, End: 10, Type: meta.LockWrite}, false), 0)
+	if _, err := dead.Open(root, g.Ino, syscall.O_RDONLY); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "unlink open file", dead.Unlink(root, meta.RootIno, []byte("g")), 0)
+
+	wantErr(t, "live flock blocked", live.Flock(root, f.Ino, 1, meta.LockWrite, false), syscall.EAGAIN)
+	if err := live.CleanStaleSessions(root); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "flock after cleanup", live.Flock(root, f.Ino, 1, meta.LockWrite, false), 0)
+	wantErr(t, "posix lock after cleanup", live.SetLk(root, f.Ino, 1, meta.PosixLock{Start: 0, End: 10, Type: meta.LockWrite}, false), 0)
+	_, err := live.GetAttr(root, g.Ino)
+	wantErr(t, "unlinked open file of the dead session", err, syscall.ENOENT)
+	sessions, err := meta.Sessions(root, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions) != 1 {
+		t.Errorf("%d sessions after cleanup, want only the live one", len(sessions))
+	}
+}
