@@ -62,25 +62,25 @@ func TestVisible(t *testing.T) {
 			// slice are merged, since how a run is split does not matter.
 			var got []seg
 			at := tt.start
-			for _, g := range visible(tt.slices, tt.start, tt.end) {
-				if g.start != at || g.end <= g.start {
-					t.Fatalf("segment [%d, %d) does not continue at %d", g.start, g.end, at)
+			for _, g := range meta.Visible(tt.slices, tt.start, tt.end) {
+				if g.Start != at || g.End <= g.Start {
+					t.Fatalf("segment [%d, %d) does not continue at %d", g.Start, g.End, at)
 				}
-				at = g.end
+				at = g.End
 				i := -1
 				for j := range tt.slices {
-					if g.slice == &tt.slices[j] {
+					if g.Slice == &tt.slices[j] {
 						i = j
 					}
 				}
-				if g.slice != nil && i < 0 {
+				if g.Slice != nil && i < 0 {
 					t.Fatalf("segment %+v points outside the slice list", g)
 				}
 				if n := len(got); n > 0 && got[n-1].slice == i {
-					got[n-1].end = g.end
+					got[n-1].end = g.End
 					continue
 				}
-				got = append(got, seg{g.start, g.end, i})
+				got = append(got, seg{g.Start, g.End, i})
 			}
 			if at != tt.end {
 				t.Fatalf("segments end at %d, want %d", at, tt.end)

@@ -1,8 +1,6 @@
 package fuse
 
 import (
-	"syscall"
-
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/sluicefs/sluice/internal/meta"
@@ -62,15 +60,22 @@ func (fs *fileSystem) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 	}
 }
 
-// Fallocate supports the default mode (allocate, extending the size) and
-// FALLOC_FL_KEEP_SIZE; blocks are not reserved ahead in object storage.
+// Fallocate applies fallocate(2); see meta.Fallocate for the modes.
 func (fs *fileSystem) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) gofuse.Status {
-	const keepSize = 1
-	if in.Mode&^keepSize != 0 {
-		return gofuse.Status(syscall.EOPNOTSUPP)
+	return fs.status("fallocate", fs.v.Fallocate(fs.ctx(&in.InHeader), in.Fh, in.Mode, in.Offset, in.Length))
+}
+
+// CopyFileRange shares stored slices between the two files instead of
+// copying bytes.
+func (fs *fileSystem) CopyFileRange(cancel <-chan struct{}, in *gofuse.CopyFileRangeIn) (uint32, gofuse.Status) {
+	if in.Flags != 0 {
+		return 0, gofuse.EINVAL
 	}
-	ctx := fs.ctx(&in.InHeader)
-	return fs.status("fallocate", fs.v.Fallocate(ctx, in.Fh, in.Offset, in.Length, in.Mode&keepSize != 0))
+	n, err := fs.v.CopyFileRange(fs.ctx(&in.InHeader), in.FhIn, in.OffIn, in.FhOut, in.OffOut, min(in.Len, 1<<30))
+	if err != nil {
+		return 0, fs.status("copy_file_range", err)
+	}
+	return uint32(n), gofuse.OK
 }
 
 func (fs *fileSystem) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {

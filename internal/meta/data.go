@@ -56,3 +56,44 @@ func (c *Client) Write(ctx context.Context, ino Ino, idx uint32, s Slice) (*Attr
 	c.usedSpace.Add(grow)
 	return out, nil
 }
+
+// Segment is a run of a chunk that reads from one slice, or from no slice
+// (a hole, Slice nil).
+type Segment struct {
+	Start, End uint32 // chunk offsets
+	Slice      *Slice
+}
+
+// SliceOff returns the offset in the stored slice object where the
+// segment's bytes begin.
+func (g Segment) SliceOff() uint32 { return g.Slice.Off + (g.Start - g.Slice.Pos) }
+
+// Visible replays slices over the chunk range [start, end): later slices
+// cover earlier ones; what no slice covers is a hole. Slices with Id 0 are
+// holes that cover what came before them.
+func Visible(slices []Slice, start, end uint32) []Segment {
+	segs := []Segment{{Start: start, End: end}}
+	for i := range slices {
+		s := &slices[i]
+		lo, hi := s.Pos, s.Pos+s.Len
+		if hi <= start || lo >= end || s.Len == 0 {
+			continue
+		}
+		next := make([]Segment, 0, len(segs)+2)
+		for _, g := range segs {
+			if g.End <= lo || g.Start >= hi {
+				next = append(next, g)
+				continue
+			}
+			if g.Start < lo {
+				next = append(next, Segment{g.Start, lo, g.Slice})
+			}
+			next = append(next, Segment{max(g.Start, lo), min(g.End, hi), s})
+			if g.End > hi {
+				next = append(next, Segment{hi, g.End, g.Slice})
+			}
+		}
+		segs = next
+	}
+	return segs
+}

@@ -266,30 +266,75 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 	return err
 }
 
-// Fallocate reserves [off, off+length) of the file; without keepSize the
-// file grows to cover the range. Sluice stores no data for the reserved
-// range: it reads as zeros, like any hole.
-func (v *VFS) Fallocate(ctx context.Context, fh uint64, off, length uint64, keepSize bool) error {
+// Fallocate applies fallocate(2) (meta.Fallocate modes) to the handle's
+// file, after committing its buffered writes so that they land before a
+// hole punched over them.
+func (v *VFS) Fallocate(ctx context.Context, fh uint64, mode uint32, off, length uint64) error {
+	h, err := v.writableFile(fh)
+	if err != nil {
+		return err
+	}
+	if err := h.file.flush(ctx); err != nil {
+		return err
+	}
+	if err := v.Meta.Fallocate(ctx, h.ino, mode, off, length); err != nil {
+		return err
+	}
+	return v.refresh(ctx, h.file)
+}
+
+// CopyFileRange copies a range between two open files by sharing their
+// stored slices (copy_file_range(2)); nothing is copied in object storage.
+func (v *VFS) CopyFileRange(ctx context.Context, fhIn, offIn, fhOut, offOut, length uint64) (uint64, error) {
+	in, err := v.handle(fhIn)
+	if err != nil {
+		return 0, err
+	}
+	if in.file == nil || in.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		return 0, syscall.EBADF
+	}
+	out, err := v.writableFile(fhOut)
+	if err != nil {
+		return 0, err
+	}
+	if out.flags&syscall.O_APPEND != 0 {
+		return 0, syscall.EBADF
+	}
+	for _, f := range []*openFile{in.file, out.file} {
+		if err := f.flush(ctx); err != nil {
+			return 0, err
+		}
+	}
+	n, err := v.Meta.CopyFileRange(ctx, in.ino, offIn, out.ino, offOut, length)
+	if err != nil {
+		return 0, err
+	}
+	return n, v.refresh(ctx, out.file)
+}
+
+// writableFile returns the handle fh of a regular file open for writing.
+func (v *VFS) writableFile(fh uint64) (*handle, error) {
 	h, err := v.handle(fh)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if h.file == nil || h.flags&syscall.O_ACCMODE == syscall.O_RDONLY {
-		return syscall.EBADF
+		return nil, syscall.EBADF
 	}
-	if off+length > 1<<60 {
-		return syscall.EFBIG
-	}
-	if keepSize {
-		return nil
-	}
-	a, err := v.GetAttr(ctx, h.ino)
+	return h, nil
+}
+
+// refresh re-reads a file's attributes after a change made in metadata
+// behind its writer, dropping its cached slice lists.
+func (v *VFS) refresh(ctx context.Context, f *openFile) error {
+	a, err := v.Meta.GetAttr(ctx, f.ino)
 	if err != nil {
 		return err
 	}
-	if off+length <= a.Length {
-		return nil
-	}
-	_, err = v.SetAttr(ctx, h.ino, meta.SetSize|meta.SetViaHandle, &meta.Attr{Length: off + length})
-	return err
+	f.mu.Lock()
+	clear(f.mu.chunks)
+	f.mu.gen++
+	f.mu.length = a.Length
+	f.mu.Unlock()
+	return nil
 }

@@ -57,6 +57,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"InodeLimit", testInodeLimit},
 		{"ReadOnly", testReadOnly},
 		{"FormatTwice", testFormatTwice},
+		{"Fallocate", testFallocate},
+		{"CopyFileRange", testCopyFileRange},
 		{"Locks", testLocks},
 		{"StaleSession", testStaleSession},
 		{"Model", testModel},
