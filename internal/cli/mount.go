@@ -30,6 +30,7 @@ type mountOptions struct {
 	logFile       string
 	debug         bool
 	heartbeat     time.Duration
+	atimeMode     string
 }
 
 func defaultLogFile() string {
@@ -74,6 +75,7 @@ returns once the mount is ready and serves in the background, logging to
 	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers; writers wait when it is used up (a plain number is MiB)")
 	fl.IntVar(&o.maxUploads, "max-uploads", o.maxUploads, "number of blocks uploaded concurrently")
 	fl.StringVar(&o.logFile, "log", defaultLogFile(), "log file of a background mount")
+	fl.StringVar(&o.atimeMode, "atime-mode", meta.AtimeNone, "when reads update access times: noatime (never), relatime (as Linux's relatime), strictatime (every open file's first read, every listing)")
 	fl.Var(secondsValue{&o.heartbeat}, "heartbeat", "interval of session heartbeats; a mount silent for 25 heartbeats is cleaned up by the others (use one value on all mounts)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	return cmd
@@ -113,6 +115,9 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	if o.atimeMode, err = meta.ParseAtimeMode(o.atimeMode); err != nil {
+		return err
+	}
 	log := logger(o.debug)
 	ctx := context.Background()
 	st, f, err := openVolume(ctx, metaURL)
@@ -134,6 +139,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	mc, err := meta.NewClient(ctx, st, meta.Config{
 		ReadOnly:    o.readOnly,
 		Heartbeat:   o.heartbeat,
+		AtimeMode:   o.atimeMode,
 		DeleteSlice: cs.Delete,
 		SessionInfo: meta.SessionInfo{Host: host, MountPoint: mp, Version: Version},
 		Logger:      log,

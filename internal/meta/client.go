@@ -59,6 +59,8 @@ type Config struct {
 	DeleteSlice func(ctx context.Context, id uint64, size uint32) error
 	// SessionInfo describes the mount for `sluice status`.
 	SessionInfo SessionInfo
+	// AtimeMode is AtimeNone (default), AtimeRelative or AtimeStrict.
+	AtimeMode string
 	// Logger receives background errors. Nil discards them.
 	Logger *slog.Logger
 }

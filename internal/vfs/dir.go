@@ -69,6 +69,7 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if off == 0 {
+		v.accessed(ctx, h)
 		// A new listing or rewinddir(3): read afresh.
 		d.base, d.page, d.after, d.eof, d.loaded = 2, nil, nil, false, false
 		if !emit(DirEntry{Name: []byte("."), Ino: d.ino, Type: store.TypeDir, Off: 1}) {

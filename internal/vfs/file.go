@@ -185,6 +185,7 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, size int) ([]byte
 	if err := f.writer.Read(ctx, f, buf, off); err != nil {
 		return nil, err
 	}
+	v.accessed(ctx, h)
 	return buf, nil
 }
 
@@ -337,4 +338,13 @@ func (v *VFS) refresh(ctx context.Context, f *openFile) error {
 	f.mu.length = a.Length
 	f.mu.Unlock()
 	return nil
+}
+
+// accessed records the first read through a handle as an access, for the
+// atime mode of the mount. A failure to record it does not fail the read.
+func (v *VFS) accessed(ctx context.Context, h *handle) {
+	if h.read.Swap(true) {
+		return
+	}
+	v.Meta.TouchAtime(ctx, h.ino, nil)
 }

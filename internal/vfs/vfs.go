@@ -15,6 +15,7 @@ package vfs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,8 +51,9 @@ type VFS struct {
 type handle struct {
 	ino   meta.Ino
 	flags uint32
-	file  *openFile  // regular files
-	dir   *dirStream // directories
+	read  atomic.Bool // the first read recorded the access time
+	file  *openFile   // regular files
+	dir   *dirStream  // directories
 }
 
 // New returns a VFS over a metadata client and a chunk store.
