@@ -12,3 +12,7 @@ import (
 func TestSuite(t *testing.T) {
 	metatest.Run(t, func(t *testing.T) store.Store { return kvstore.New(mem.New(t.Name())) })
 }
+
+func BenchmarkMeta(b *testing.B) {
+	metatest.Bench(b, func(tb testing.TB) store.Store { return kvstore.New(mem.New(tb.Name())) })
+}

@@ -1,0 +1,119 @@
+package metatest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// Bench measures metadata operations through the meta API on the engine
+// newStore opens: create, lookup, getattr, rename and unlink of files in
+// one directory, and full listings of directories of 1,000 and 100,000
+// entries. An engine's test file runs it from a Benchmark function; results
+// are per operation (ns/op), or per listed entry for the listings.
+func Bench(b *testing.B, newStore func(tb testing.TB) store.Store) {
+	ctx := context.Background()
+	setup := func(b *testing.B) (*meta.Client, meta.Ino) {
+		b.Helper()
+		st := newStore(b)
+		b.Cleanup(func() { st.Close() })
+		if _, err := meta.FormatVolume(ctx, st, testFormat()); err != nil {
+			b.Fatal(err)
+		}
+		c, err := meta.NewClient(ctx, st, meta.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close(ctx) })
+		d, err := c.Mknod(ctx, meta.RootIno, []byte("d"), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c, d.Ino
+	}
+	create := func(b *testing.B, c *meta.Client, dir meta.Ino, n int) {
+		b.Helper()
+		for i := 0; i < n; i++ {
+			if _, err := c.Mknod(ctx, dir, fmt.Appendf(nil, "f%07d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("Create", func(b *testing.B) {
+		c, dir := setup(b)
+		b.ResetTimer()
+		create(b, c, dir, b.N)
+	})
+	const files = 1000
+	b.Run("Lookup", func(b *testing.B) {
+		c, dir := setup(b)
+		create(b, c, dir, files)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := c.Lookup(ctx, dir, fmt.Appendf(nil, "f%07d", i%files)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("GetAttr", func(b *testing.B) {
+		c, dir := setup(b)
+		for i := 0; i < b.N; i++ {
+			if _, err := c.GetAttr(ctx, dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Rename", func(b *testing.B) {
+		c, dir := setup(b)
+		create(b, c, dir, 1)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			from, to := fmt.Appendf(nil, "f%07d", i), fmt.Appendf(nil, "f%07d", i+1)
+			if err := c.Rename(ctx, dir, from, dir, to, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Unlink", func(b *testing.B) {
+		c, dir := setup(b)
+		create(b, c, dir, b.N)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := c.Unlink(ctx, dir, fmt.Appendf(nil, "f%07d", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, n := range []int{1000, 100_000} {
+		b.Run(fmt.Sprintf("ReadDirPlus%d", n), func(b *testing.B) {
+			if testing.Short() && n > 1000 {
+				b.Skip("large directory skipped in -short mode")
+			}
+			c, dir := setup(b)
+			create(b, c, dir, n)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				var after []byte
+				total := 0
+				for {
+					es, err := c.ReadDir(ctx, dir, after, 1000, true)
+					if err != nil {
+						b.Fatal(err)
+					}
+					total += len(es)
+					if len(es) < 1000 {
+						break
+					}
+					after = es[len(es)-1].Name
+				}
+				if total != n {
+					b.Fatalf("listed %d entries, want %d", total, n)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+		})
+	}
+}
