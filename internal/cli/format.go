@@ -31,6 +31,7 @@ type formatOptions struct {
 	capacity   int64
 	inodes     uint64
 	hashPrefix bool
+	enableACL  bool
 }
 
 func defaultBucket() string {
@@ -75,6 +76,7 @@ are stored under NAME/ in the bucket.`,
 	fl.Var(sizeValue{&o.capacity, 1 << 30}, "capacity", "hard limit of the volume's space; a plain number is GiB (0: unlimited)")
 	fl.Uint64Var(&o.inodes, "inodes", 0, "hard limit of the number of files (0: unlimited)")
 	fl.BoolVar(&o.hashPrefix, "hash-prefix", false, "spread block keys over 256 prefixes (helps some object stores scale)")
+	fl.BoolVar(&o.enableACL, "enable-acl", false, "enable POSIX ACLs (system.posix_acl_access and _default), enforced on every mount")
 	return cmd
 }
 
@@ -109,6 +111,7 @@ func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *form
 		Name: name, UUID: uuid.NewString(), Storage: o.storage, Bucket: o.bucket,
 		BlockSize: int(o.blockSize >> 10), Compression: o.compress, HashPrefix: o.hashPrefix,
 		Capacity: uint64(o.capacity), Inodes: o.inodes, TrashDays: o.trashDays, MetaVersion: meta.MetaVersion,
+		EnableACL: o.enableACL,
 	}
 	if f.Compression == "none" {
 		f.Compression = ""

@@ -148,7 +148,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		return err
 	}
 	v := vfs.New(mc, cs, vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache, DirEntryTimeout: o.dirEntryCache})
-	srv, err := fuse.Mount(v, mp, fuse.Options{FsName: "sluice:" + f.Name, ReadOnly: o.readOnly, Debug: o.debug}, log)
+	srv, err := fuse.Mount(v, mp, fuse.Options{FsName: "sluice:" + f.Name, ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL}, log)
 	if err != nil {
 		mc.Close(ctx)
 		return err

@@ -21,6 +21,10 @@ type Options struct {
 	// AllowOther lets users other than the mounting one use the mount;
 	// it defaults to on when mounting as root.
 	AllowOther bool
+	// ACL turns on POSIX ACLs: the kernel caches them and checks
+	// permissions with them too, and leaves the umask to Sluice so that
+	// default ACLs can replace it.
+	ACL bool
 }
 
 // Server is a running mount.
@@ -48,6 +52,10 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 		// mounts; a read-only mount cannot record them and leaves them
 		// to the kernel.
 		EnableLocks: !opts.ReadOnly,
+		EnableAcl:   opts.ACL,
+	}
+	if opts.ACL {
+		mo.ExtraCapabilities |= gofuse.CAP_DONT_MASK
 	}
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")

@@ -45,7 +45,20 @@ func permits(c Cred, n *Attr, mask uint32) bool {
 	return bits&mask == mask
 }
 
-func checkAccess(c Cred, n *Attr, mask uint32) error {
+// checkAccess checks mask for the caller on n, honouring n's access ACL.
+func checkAccess(tx store.Tx, c Cred, n *Attr, mask uint32) error {
+	if !c.IsRoot() && n.Flags&FlagACL != 0 {
+		a, err := loadACL(tx, n, XattrACLAccess)
+		if err != nil {
+			return err
+		}
+		if a != nil {
+			if a.permits(c, n, mask) {
+				return nil
+			}
+			return syscall.EACCES
+		}
+	}
 	if !permits(c, n, mask) {
 		return syscall.EACCES
 	}
@@ -62,14 +75,14 @@ func checkSticky(c Cred, dir, victim *Attr) error {
 }
 
 // checkDirWrite checks that a caller may add or remove entries of dir.
-func checkDirWrite(c Cred, dir *Attr) error {
+func checkDirWrite(tx store.Tx, c Cred, dir *Attr) error {
 	if dir.Type != store.TypeDir {
 		return syscall.ENOTDIR
 	}
 	if dir.Flags&(FlagImmutable|FlagAppend) != 0 {
 		return syscall.EPERM
 	}
-	return checkAccess(c, dir, MayWrite|MayExec)
+	return checkAccess(tx, c, dir, MayWrite|MayExec)
 }
 
 // validName rejects names a directory may not hold.

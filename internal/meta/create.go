@@ -56,7 +56,7 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 		if err != nil {
 			return err
 		}
-		if err := checkDirWrite(cred, dir); err != nil {
+		if err := checkDirWrite(tx, cred, dir); err != nil {
 			return err
 		}
 		if dir.Nlink == 0 {
@@ -68,8 +68,10 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 			return err
 		}
 		sec, nsec := stamp()
-		n := &Attr{Ino: ino, Type: nn.Type, Mode: (nn.Mode &^ nn.Umask) & 0o7777, Uid: cred.Uid, Gid: cred.Gid,
-			Nlink: 1, Parent: parent, Rdev: nn.Rdev}
+		n := &Attr{Ino: ino, Type: nn.Type, Uid: cred.Uid, Gid: cred.Gid, Nlink: 1, Parent: parent, Rdev: nn.Rdev}
+		if err := inheritACL(tx, dir, n, nn.Mode&0o7777, nn.Umask); err != nil {
+			return err
+		}
 		n.Atime, n.Atimensec = sec, nsec
 		touchMtime(n, sec, nsec)
 		if dir.Mode&modeSetgid != 0 {
@@ -140,7 +142,7 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 		if err != nil {
 			return err
 		}
-		if err := checkDirWrite(cred, dir); err != nil {
+		if err := checkDirWrite(tx, cred, dir); err != nil {
 			return err
 		}
 		if dir.Nlink == 0 {

@@ -114,6 +114,9 @@ func (f *Format) checkImmutable(old *Format) error {
 			return fmt.Errorf("volume %q already exists with %s %v; refusing to change it to %v", old.Name, x.name, x.old, x.new)
 		}
 	}
+	if old.EnableACL && !f.EnableACL {
+		return fmt.Errorf("volume %q has POSIX ACLs enabled; they cannot be turned off (keep --enable-acl)", old.Name)
+	}
 	return nil
 }
 

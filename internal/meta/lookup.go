@@ -48,7 +48,7 @@ func (c *Client) Lookup(ctx context.Context, parent Ino, name []byte) (*Attr, er
 		if dir.Type != store.TypeDir {
 			return syscall.ENOTDIR
 		}
-		if err := checkAccess(cred, dir, MayExec); err != nil {
+		if err := checkAccess(tx, cred, dir, MayExec); err != nil {
 			return err
 		}
 		target := parent
@@ -86,17 +86,19 @@ func (c *Client) GetAttr(ctx context.Context, ino Ino) (*Attr, error) {
 // Access checks mask (MayRead|MayWrite|MayExec, or 0 for existence) for
 // the caller on ino, as access(2) does.
 func (c *Client) Access(ctx context.Context, ino Ino, mask uint32) error {
-	n, err := c.GetAttr(ctx, ino)
-	if err != nil {
-		return err
-	}
 	if mask&MayWrite != 0 {
 		if err := c.writable(); err != nil {
 			return err
 		}
-		if n.Flags&FlagImmutable != 0 {
+	}
+	return c.st.View(ctx, func(tx store.Tx) error {
+		n, err := node(tx, ino)
+		if err != nil {
+			return err
+		}
+		if mask&MayWrite != 0 && n.Flags&FlagImmutable != 0 {
 			return syscall.EPERM
 		}
-	}
-	return checkAccess(CredOf(ctx), n, mask)
+		return checkAccess(tx, CredOf(ctx), n, mask)
+	})
 }

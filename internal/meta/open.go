@@ -38,7 +38,7 @@ func (c *Client) Open(ctx context.Context, ino Ino, flags uint32) (*Attr, error)
 			return nil, syscall.EPERM
 		}
 	}
-	if err := checkAccess(CredOf(ctx), n, mask); err != nil {
+	if err := c.st.View(ctx, func(tx store.Tx) error { return checkAccess(tx, CredOf(ctx), n, mask) }); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()

@@ -58,7 +58,7 @@ func (c *Client) OpenDir(ctx context.Context, ino Ino) (*Attr, error) {
 	if n.Type != store.TypeDir {
 		return nil, syscall.ENOTDIR
 	}
-	if err := checkAccess(CredOf(ctx), n, MayRead); err != nil {
+	if err := c.st.View(ctx, func(tx store.Tx) error { return checkAccess(tx, CredOf(ctx), n, MayRead) }); err != nil {
 		return nil, err
 	}
 	return n, nil

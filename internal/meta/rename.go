@@ -56,10 +56,10 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 			return err
 		}
 	}
-	if err := checkDirWrite(cred, sdir); err != nil {
+	if err := checkDirWrite(tx, cred, sdir); err != nil {
 		return err
 	}
-	if err := checkDirWrite(cred, ddir); err != nil {
+	if err := checkDirWrite(tx, cred, ddir); err != nil {
 		return err
 	}
 	se, err := edge(tx, sp, sn)
@@ -114,7 +114,7 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 	// write access to it, and it must not move into its own subtree.
 	if sp != dp {
 		if src.Type == store.TypeDir {
-			if err := checkAccess(cred, src, MayWrite); err != nil {
+			if err := checkAccess(tx, cred, src, MayWrite); err != nil {
 				return err
 			}
 			if err := checkNotAncestor(tx, src.Ino, dp); err != nil {
@@ -122,7 +122,7 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 			}
 		}
 		if flags&RenameExchange != 0 && dst.Type == store.TypeDir {
-			if err := checkAccess(cred, dst, MayWrite); err != nil {
+			if err := checkAccess(tx, cred, dst, MayWrite); err != nil {
 				return err
 			}
 			if err := checkNotAncestor(tx, dst.Ino, sp); err != nil {

@@ -110,6 +110,15 @@ func applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Attr) error {
 			mode &^= modeSetgid
 		}
 		n.Mode = mode
+		if n.Flags&FlagACL != 0 {
+			a, err := loadACL(tx, n, XattrACLAccess)
+			if err != nil {
+				return err
+			}
+			if a != nil {
+				setACL(tx, n, XattrACLAccess, a.withMode(mode))
+			}
+		}
 		changed = true
 	}
 	if mask&SetSize != 0 {
@@ -121,7 +130,7 @@ func applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Attr) error {
 			return syscall.EINVAL
 		}
 		if mask&SetViaHandle == 0 {
-			if err := checkAccess(cred, n, MayWrite); err != nil {
+			if err := checkAccess(tx, cred, n, MayWrite); err != nil {
 				return err
 			}
 		}
@@ -135,8 +144,10 @@ func applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Attr) error {
 		if mask&(SetAtime|SetMtime) != 0 && !owner {
 			return syscall.EPERM
 		}
-		if !owner && !permits(cred, n, MayWrite) {
-			return syscall.EACCES
+		if !owner {
+			if err := checkAccess(tx, cred, n, MayWrite); err != nil {
+				return err
+			}
 		}
 		switch {
 		case mask&SetAtimeNow != 0:
@@ -156,7 +167,7 @@ func applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Attr) error {
 		if !cred.IsRoot() {
 			return syscall.EPERM
 		}
-		n.Flags = in.Flags
+		n.Flags = in.Flags&^(FlagACL|FlagDefaultACL) | n.Flags&(FlagACL|FlagDefaultACL)
 		changed = true
 	}
 	if changed {

@@ -119,7 +119,7 @@ func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool
 		if err != nil {
 			return err
 		}
-		if err := checkDirWrite(cred, dir); err != nil {
+		if err := checkDirWrite(tx, cred, dir); err != nil {
 			return err
 		}
 		e, err := edge(tx, parent, name)

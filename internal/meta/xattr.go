@@ -23,8 +23,11 @@ const (
 	MaxXattrValue = 65536
 )
 
+// isACL reports whether name is one of the POSIX ACL attributes.
+func isACL(name string) bool { return name == XattrACLAccess || name == XattrACLDefault }
+
 // checkXattr applies the namespace rules of Linux to a request on n.
-func checkXattr(cred Cred, n *Attr, name string, write bool) error {
+func (c *Client) checkXattr(tx store.Tx, cred Cred, n *Attr, name string, write bool) error {
 	if name == "" {
 		return syscall.EINVAL
 	}
@@ -46,7 +49,7 @@ func checkXattr(cred Cred, n *Attr, name string, write bool) error {
 		if write {
 			mask = MayWrite
 		}
-		return checkAccess(cred, n, mask)
+		return checkAccess(tx, cred, n, mask)
 	case strings.HasPrefix(name, "trusted."):
 		if !cred.IsRoot() {
 			return syscall.EPERM
@@ -55,8 +58,10 @@ func checkXattr(cred Cred, n *Attr, name string, write bool) error {
 		if write && !cred.IsRoot() && cred.Uid != n.Uid {
 			return syscall.EPERM
 		}
-	case strings.HasPrefix(name, "system."):
-		return syscall.EOPNOTSUPP
+	case isACL(name) && c.format.EnableACL:
+		if write && !cred.IsRoot() && cred.Uid != n.Uid {
+			return syscall.EPERM
+		}
 	default:
 		return syscall.EOPNOTSUPP
 	}
@@ -72,7 +77,7 @@ func (c *Client) GetXattr(ctx context.Context, ino Ino, name string) ([]byte, er
 		if err != nil {
 			return err
 		}
-		if err := checkXattr(cred, n, name, false); err != nil {
+		if err := c.checkXattr(tx, cred, n, name, false); err != nil {
 			return err
 		}
 		out, err = tx.Xattr(ino, name)
@@ -125,7 +130,7 @@ func (c *Client) SetXattr(ctx context.Context, ino Ino, name string, value []byt
 		if err != nil {
 			return err
 		}
-		if err := checkXattr(cred, n, name, true); err != nil {
+		if err := c.checkXattr(tx, cred, n, name, true); err != nil {
 			return err
 		}
 		if n.Flags&(FlagImmutable|FlagAppend) != 0 {
@@ -142,7 +147,13 @@ func (c *Client) SetXattr(ctx context.Context, ino Ino, name string, value []byt
 		case flags&XattrReplace != 0 && !exists:
 			return syscall.ENODATA
 		}
-		tx.SetXattr(ino, name, bytes.Clone(value))
+		if isACL(name) {
+			if err := setACLXattr(tx, cred, n, name, value); err != nil {
+				return err
+			}
+		} else {
+			tx.SetXattr(ino, name, bytes.Clone(value))
+		}
 		sec, nsec := stamp()
 		touchCtime(n, sec, nsec)
 		tx.SetNode(n)
@@ -161,7 +172,7 @@ func (c *Client) RemoveXattr(ctx context.Context, ino Ino, name string) error {
 		if err != nil {
 			return err
 		}
-		if err := checkXattr(cred, n, name, true); err != nil {
+		if err := c.checkXattr(tx, cred, n, name, true); err != nil {
 			return err
 		}
 		if n.Flags&(FlagImmutable|FlagAppend) != 0 {
@@ -172,7 +183,11 @@ func (c *Client) RemoveXattr(ctx context.Context, ino Ino, name string) error {
 		} else if err != nil {
 			return err
 		}
-		tx.DeleteXattr(ino, name)
+		if isACL(name) {
+			setACL(tx, n, name, nil)
+		} else {
+			tx.DeleteXattr(ino, name)
+		}
 		sec, nsec := stamp()
 		touchCtime(n, sec, nsec)
 		tx.SetNode(n)

@@ -60,6 +60,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Fallocate", testFallocate},
 		{"CopyFileRange", testCopyFileRange},
 		{"Locks", testLocks},
+		{"ACL", testACL},
+		{"ACLDisabled", testACLDisabled},
 		{"StaleSession", testStaleSession},
 		{"Model", testModel},
 	}
