@@ -29,6 +29,22 @@ type newStoreFunc = func(t *testing.T) store.Store
 // empty store each time it is called (a case may call it more than once);
 // Run formats it and closes it when the subtest that asked for it ends.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+	RunOptions(t, newStore, Options{})
+}
+
+// Options tune the suite for an engine.
+type Options struct {
+	// ModelOps is the number of random operations of the model test
+	// (default 2000). Engines behind a network round trip per check use
+	// fewer to keep the suite's time reasonable.
+	ModelOps int
+}
+
+// RunOptions is Run with options.
+func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
+	if opts.ModelOps <= 0 {
+		opts.ModelOps = modelOps
+	}
 	cases := []struct {
 		name string
 		fn   func(t *testing.T, ns newStoreFunc)
@@ -63,7 +79,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ACL", testACL},
 		{"ACLDisabled", testACLDisabled},
 		{"StaleSession", testStaleSession},
-		{"Model", testModel},
+		{"Model", func(t *testing.T, ns newStoreFunc) { testModelOps(t, ns, opts.ModelOps) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore) })

@@ -26,7 +26,7 @@ import (
 // lists, xattrs, usage counters) must match the reference. At the end the
 // deletion queue must have deleted exactly the slices no file uses any more.
 const (
-	modelOps        = 2000
+	modelOps        = 2000 // default; Options.ModelOps changes it
 	modelCheckEvery = 1
 	modelSeedEnv    = "SLUICE_MODEL_SEED"
 	modelMaxDirs    = 8 // mkdir turns into a file create beyond this
@@ -80,7 +80,9 @@ func modelSeed(t *testing.T) uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
-func testModel(t *testing.T, ns newStoreFunc) {
+func testModel(t *testing.T, ns newStoreFunc) { testModelOps(t, ns, modelOps) }
+
+func testModelOps(t *testing.T, ns newStoreFunc, ops int) {
 	seed := modelSeed(t)
 	t.Logf("model seed %d (rerun with %s=%d)", seed, modelSeedEnv, seed)
 	rec := &deleteRecorder{ids: map[uint64]uint32{}}
@@ -94,7 +96,7 @@ func testModel(t *testing.T, ns newStoreFunc) {
 		rec:   rec,
 		stats: map[string]*[2]int{},
 	}
-	for i := range modelOps {
+	for i := range ops {
 		r.step()
 		if (i+1)%modelCheckEvery == 0 {
 			r.check(false)

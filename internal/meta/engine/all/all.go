@@ -1,5 +1,6 @@
 // Package all builds the registry of metadata engines in one place and opens
-// a store.Store from a metadata URL such as sqlite3:///var/lib/sluice/vol.db.
+// a store.Store from a metadata URL such as sqlite3:///var/lib/sluice/vol.db
+// or redis://127.0.0.1:6379/1.
 package all
 
 import (
@@ -8,26 +9,36 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sluicefs/sluice/internal/meta/engine/mysql"
+	"github.com/sluicefs/sluice/internal/meta/engine/postgres"
+	redisengine "github.com/sluicefs/sluice/internal/meta/engine/redis"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlite"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
 
-// opener opens one engine from the part of the URL after "scheme://".
-type opener func(ctx context.Context, addr string, create bool) (store.Store, error)
+// opener opens one engine from the whole URL.
+type opener func(ctx context.Context, url string, create bool) (kvstore.DB, error)
 
 func engines() map[string]opener {
+	sqliteOpen := func(ctx context.Context, url string, create bool) (kvstore.DB, error) {
+		path := strings.TrimPrefix(url, "sqlite3://")
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			path = path[:i]
+		}
+		return sqlite.Open(ctx, path, create)
+	}
+	pg := func(ctx context.Context, url string, create bool) (kvstore.DB, error) { return postgres.Open(ctx, url, create) }
+	rd := func(ctx context.Context, url string, create bool) (kvstore.DB, error) { return redisengine.Open(ctx, url, create) }
 	return map[string]opener{
-		"sqlite3": func(ctx context.Context, addr string, create bool) (store.Store, error) {
-			if i := strings.IndexByte(addr, '?'); i >= 0 {
-				addr = addr[:i]
-			}
-			db, err := sqlite.Open(ctx, addr, create)
-			if err != nil {
-				return nil, err
-			}
-			return kvstore.New(db), nil
+		"sqlite3":    sqliteOpen,
+		"postgres":   pg,
+		"postgresql": pg,
+		"mysql": func(ctx context.Context, url string, create bool) (kvstore.DB, error) {
+			return mysql.Open(ctx, url, create)
 		},
+		"redis":  rd,
+		"rediss": rd,
 	}
 }
 
@@ -45,7 +56,7 @@ func Schemes() []string {
 // engine must already exist (for example the SQLite file); format passes
 // true.
 func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) {
-	scheme, addr, ok := strings.Cut(rawURL, "://")
+	scheme, _, ok := strings.Cut(rawURL, "://")
 	if !ok || scheme == "" {
 		return nil, fmt.Errorf("malformed metadata URL %q: expected SCHEME://ADDRESS, e.g. sqlite3://vol.db", rawURL)
 	}
@@ -53,9 +64,9 @@ func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) 
 	if !found {
 		return nil, fmt.Errorf("unknown metadata engine %q in URL (supported: %s)", scheme, strings.Join(Schemes(), ", "))
 	}
-	st, err := open(ctx, addr, create)
+	db, err := open(ctx, rawURL, create)
 	if err != nil {
 		return nil, fmt.Errorf("metadata engine %s: %w", scheme, err)
 	}
-	return st, nil
+	return kvstore.New(db), nil
 }

@@ -1,8 +1,10 @@
 // Package sqlite is the embedded metadata engine: one SQLite file in WAL
-// mode holding an ordered key-value table behind kvstore. Several processes
-// on one host may open the same file; write transactions start with BEGIN
-// IMMEDIATE and wait on the file lock, so applications never see "database
-// is locked" (a wait that times out becomes a retried conflict).
+// mode holding an ordered key-value table (sqlkv) behind kvstore. Several
+// processes on one host may open the same file; write transactions start
+// with BEGIN IMMEDIATE on their own pool and wait on the file lock, so
+// applications never see "database is locked" (a wait that times out
+// becomes a retried conflict). Reads use a second pool of deferred
+// transactions, which WAL lets run beside the writer.
 package sqlite
 
 import (
@@ -12,26 +14,25 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strings"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 
-	"github.com/sluicefs/sluice/internal/meta/store"
-	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv"
 )
 
-// DB is a kvstore.DB in a SQLite file.
-type DB struct {
-	path   string
-	writer *sql.DB // BEGIN IMMEDIATE transactions
-	reader *sql.DB // deferred (read) transactions
+// dialect is SQLite's SQL. Transactions take their kind (IMMEDIATE or
+// deferred) from the pool, so they need no options.
+var dialect = sqlkv.Dialect{
+	KeyType:      "BLOB",
+	ValueType:    "BLOB",
+	TableOptions: " WITHOUT ROWID",
+	Upsert:       "INSERT OR REPLACE INTO %s (k, v) VALUES (?, ?)",
+	Classify:     describe,
 }
-
-var _ kvstore.DB = (*DB)(nil)
 
 // Open opens the SQLite file at path. With create false a missing file is an
 // error rather than a new empty database.
-func Open(ctx context.Context, path string, create bool) (*DB, error) {
+func Open(ctx context.Context, path string, create bool) (*sqlkv.DB, error) {
 	if path == "" {
 		return nil, errors.New("sqlite3 URL has no file path (expected sqlite3://PATH)")
 	}
@@ -62,13 +63,19 @@ func Open(ctx context.Context, path string, create bool) (*DB, error) {
 	}
 	writer.SetMaxOpenConns(4)
 	reader.SetMaxOpenConns(8)
-	d := &DB{path: path, writer: writer, reader: reader}
-	if _, err := writer.ExecContext(ctx,
-		"CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID"); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("open metadata file %s: %w", path, describe(err))
+	// The table is created even without create: the file exists, and an
+	// empty one is then reported as unformatted by meta.
+	db, err := sqlkv.Open(ctx, sqlkv.Config{
+		Name:    "sqlite3://" + path,
+		Table:   "kv",
+		Writer:  writer,
+		Reader:  reader,
+		Dialect: dialect,
+	}, true)
+	if err != nil {
+		return nil, fmt.Errorf("open metadata file %s: %w", path, err)
 	}
-	return d, nil
+	return db, nil
 }
 
 // describe turns SQLite's terse errors into ones a user can act on.
@@ -81,148 +88,8 @@ func describe(err error) error {
 		case sqlite3.ErrCantOpen, sqlite3.ErrPerm, sqlite3.ErrReadonly:
 			return fmt.Errorf("cannot open or write the file: %w", err)
 		case sqlite3.ErrBusy, sqlite3.ErrLocked:
-			return fmt.Errorf("%w: %v", store.ErrConflict, err)
+			return sqlkv.Conflict(err)
 		}
 	}
 	return err
-}
-
-// Name returns the URL of the database.
-func (d *DB) Name() string { return "sqlite3://" + d.path }
-
-// Close closes both connection pools.
-func (d *DB) Close() error {
-	return errors.Join(d.writer.Close(), d.reader.Close())
-}
-
-// Update runs fn in an IMMEDIATE transaction.
-func (d *DB) Update(ctx context.Context, fn func(kvstore.Txn) error) error {
-	return d.run(ctx, d.writer, fn)
-}
-
-// View runs fn in a deferred transaction that is rolled back.
-func (d *DB) View(ctx context.Context, fn func(kvstore.Txn) error) error {
-	return d.run(ctx, d.reader, fn)
-}
-
-func (d *DB) run(ctx context.Context, db *sql.DB, fn func(kvstore.Txn) error) error {
-	sqlTx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return describe(err)
-	}
-	t := &txn{ctx: ctx, tx: sqlTx}
-	if err := fn(t); err != nil {
-		sqlTx.Rollback()
-		return err
-	}
-	if t.err != nil {
-		sqlTx.Rollback()
-		return describe(t.err)
-	}
-	if db == d.reader {
-		return sqlTx.Rollback()
-	}
-	return describe(sqlTx.Commit())
-}
-
-type txn struct {
-	ctx context.Context
-	tx  *sql.Tx
-	err error // first write failure
-}
-
-func (t *txn) Get(key []byte) ([]byte, error) {
-	var v []byte
-	err := t.tx.QueryRowContext(t.ctx, "SELECT v FROM kv WHERE k = ?", key).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, describe(err)
-	}
-	if v == nil {
-		v = []byte{}
-	}
-	return v, nil
-}
-
-func (t *txn) GetMany(keys [][]byte) ([][]byte, error) {
-	out := make([][]byte, len(keys))
-	const batch = 500
-	for start := 0; start < len(keys); start += batch {
-		part := keys[start:min(start+batch, len(keys))]
-		args := make([]any, len(part))
-		for i, k := range part {
-			args[i] = k
-		}
-		q := "SELECT k, v FROM kv WHERE k IN (?" + strings.Repeat(",?", len(part)-1) + ")"
-		rows, err := t.tx.QueryContext(t.ctx, q, args...)
-		if err != nil {
-			return nil, describe(err)
-		}
-		found := map[string][]byte{}
-		for rows.Next() {
-			var k, v []byte
-			if err := rows.Scan(&k, &v); err != nil {
-				rows.Close()
-				return nil, describe(err)
-			}
-			if v == nil {
-				v = []byte{}
-			}
-			found[string(k)] = v
-		}
-		if err := rows.Close(); err != nil {
-			return nil, describe(err)
-		}
-		for i, k := range part {
-			out[start+i] = found[string(k)]
-		}
-	}
-	return out, nil
-}
-
-func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
-	q := "SELECT k, v FROM kv WHERE k >= ?"
-	args := []any{begin}
-	if end != nil {
-		q += " AND k < ?"
-		args = append(args, end)
-	}
-	q += " ORDER BY k"
-	if limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", limit)
-	}
-	rows, err := t.tx.QueryContext(t.ctx, q, args...)
-	if err != nil {
-		return nil, describe(err)
-	}
-	defer rows.Close()
-	var out []kvstore.Pair
-	for rows.Next() {
-		var p kvstore.Pair
-		if err := rows.Scan(&p.Key, &p.Value); err != nil {
-			return nil, describe(err)
-		}
-		out = append(out, p)
-	}
-	return out, describe(rows.Err())
-}
-
-func (t *txn) Set(key, value []byte) {
-	if value == nil {
-		value = []byte{}
-	}
-	t.exec("INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)", key, value)
-}
-
-func (t *txn) Delete(key []byte) { t.exec("DELETE FROM kv WHERE k = ?", key) }
-
-func (t *txn) exec(q string, args ...any) {
-	if t.err != nil {
-		return
-	}
-	if _, err := t.tx.ExecContext(t.ctx, q, args...); err != nil {
-		t.err = err
-	}
 }

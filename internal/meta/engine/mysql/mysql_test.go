@@ -1,0 +1,123 @@
+package mysql_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/engine/mysql"
+	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv/sqlkvtest"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/testserver"
+)
+
+func TestSuite(t *testing.T) {
+	base := testserver.URL(t, testserver.MySQL)
+	metatest.RunOptions(t, func(t *testing.T) store.Store { return sqlkvtest.Store(t, mysql.Open, base) }, metatest.Options{ModelOps: 500})
+}
+
+func BenchmarkMeta(b *testing.B) {
+	base := testserver.URL(b, testserver.MySQL)
+	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.Store(tb, mysql.Open, base) })
+}
+
+func TestKV(t *testing.T) {
+	u := sqlkvtest.FreshURL(t, mysql.Open, testserver.URL(t, testserver.MySQL))
+	sqlkvtest.KV(t, sqlkvtest.Open(t, mysql.Open, u, true))
+}
+
+func TestRaces(t *testing.T) {
+	u := sqlkvtest.FreshURL(t, mysql.Open, testserver.URL(t, testserver.MySQL))
+	sqlkvtest.Races(t, sqlkvtest.Open(t, mysql.Open, u, true), sqlkvtest.Open(t, mysql.Open, u, false))
+}
+
+func TestTwoClients(t *testing.T) {
+	u := sqlkvtest.FreshURL(t, mysql.Open, testserver.URL(t, testserver.MySQL))
+	db1 := sqlkvtest.Open(t, mysql.Open, u, true)
+	db2 := sqlkvtest.Open(t, mysql.Open, u, false)
+	sqlkvtest.TwoClients(t, kvstore.New(db1), kvstore.New(db2))
+}
+
+// parts splits a mysql://USER:PASSWORD@(ADDR)/DB?QUERY URL.
+func parts(t *testing.T, u string) (user, pass, addr, db, query string) {
+	rest, ok := strings.CutPrefix(u, "mysql://")
+	at := strings.LastIndex(rest, "@(")
+	end := strings.Index(rest, ")/")
+	if !ok || at < 0 || end < at {
+		t.Fatalf("%s is not mysql://USER:PASSWORD@(HOST:PORT)/DB", testserver.MySQL)
+	}
+	user, pass, _ = strings.Cut(rest[:at], ":")
+	addr = rest[at+2 : end]
+	db, query, _ = strings.Cut(rest[end+2:], "?")
+	return user, pass, addr, db, query
+}
+
+func TestOpenErrors(t *testing.T) {
+	base := testserver.URL(t, testserver.MySQL)
+	user, pass, addr, db, query := parts(t, base)
+	mk := func(user, pass, addr, db string) string {
+		u := "mysql://" + user + ":" + pass + "@(" + addr + ")/" + db
+		if query != "" {
+			u += "?" + query
+		}
+		return u
+	}
+	silent := sqlkvtest.Silent(t)
+	cases := []struct {
+		name, url string
+		create    bool
+		want      string
+	}{
+		{"wrong password", mk(user, "wrong-secret", addr, db), true,
+			"Access denied for user '" + user + "'@"},
+		{"wrong password hint", mk(user, "wrong-secret", addr, db), true, "(check the user and password in the URL)"},
+		{"missing database", mk(user, pass, addr, "sluice_no_such_db"), true, "Unknown database 'sluice_no_such_db'"},
+		{"refused", mk(user, pass, "127.0.0.1:1", db), true, "cannot reach the server at 127.0.0.1:1: connect: connection refused"},
+		{"no answer", mk(user, pass, silent, db), true, "no answer from the server within 5s"},
+		{"malformed", "mysql://" + user + ":wrong-secret@(" + addr + ")", true, "malformed MySQL URL"},
+		{"bad param", mk(user, "wrong-secret", addr, db) + "?timeout=soon", true, "malformed MySQL URL"},
+		{"no database", mk(user, "wrong-secret", addr, ""), true, "malformed MySQL URL: no database"},
+		{"bad prefix", sqlkvtest.WithParam(base, "table_prefix", "x%3Bdrop"), true, `bad table_prefix "x;drop"`},
+		{"not formatted", sqlkvtest.WithParam(base, "table_prefix", "never_formatted_"), false,
+			"table never_formatted_kv does not exist (volume not formatted?)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			db, err := mysql.Open(context.Background(), c.url, c.create)
+			if err == nil {
+				db.Close()
+				t.Fatalf("open %s succeeded", c.url)
+			}
+			msg := err.Error()
+			t.Log(msg)
+			if !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") ||
+				strings.Contains(msg, "wrong-secret") || (pass != "" && strings.Contains(msg, ":"+pass+"@")) {
+				t.Errorf("error %q: want one line containing %q, without the password", msg, c.want)
+			}
+			if d := time.Since(start); d > 8*time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+// TestURLForms checks the address forms the URL may take.
+func TestURLForms(t *testing.T) {
+	base := testserver.URL(t, testserver.MySQL)
+	user, pass, addr, db, query := parts(t, base)
+	for _, a := range []string{"tcp(" + addr + ")", addr} {
+		u := "mysql://" + user + ":" + pass + "@" + a + "/" + db
+		if query != "" {
+			u += "?" + query
+		}
+		d := sqlkvtest.Open(t, mysql.Open, sqlkvtest.FreshURL(t, mysql.Open, u), true)
+		if strings.Contains(d.Name(), ":"+pass+"@") && pass != "" {
+			t.Errorf("name %q shows the password", d.Name())
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package postgres_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/engine/postgres"
+	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv/sqlkvtest"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/testserver"
+)
+
+func TestSuite(t *testing.T) {
+	base := testserver.URL(t, testserver.Postgres)
+	metatest.RunOptions(t, func(t *testing.T) store.Store { return sqlkvtest.Store(t, postgres.Open, base) }, metatest.Options{ModelOps: 500})
+}
+
+func BenchmarkMeta(b *testing.B) {
+	base := testserver.URL(b, testserver.Postgres)
+	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.Store(tb, postgres.Open, base) })
+}
+
+func TestKV(t *testing.T) {
+	u := sqlkvtest.FreshURL(t, postgres.Open, testserver.URL(t, testserver.Postgres))
+	sqlkvtest.KV(t, sqlkvtest.Open(t, postgres.Open, u, true))
+}
+
+func TestRaces(t *testing.T) {
+	u := sqlkvtest.FreshURL(t, postgres.Open, testserver.URL(t, testserver.Postgres))
+	sqlkvtest.Races(t, sqlkvtest.Open(t, postgres.Open, u, true), sqlkvtest.Open(t, postgres.Open, u, false))
+}
+
+func TestTwoClients(t *testing.T) {
+	u := sqlkvtest.FreshURL(t, postgres.Open, testserver.URL(t, testserver.Postgres))
+	db1 := sqlkvtest.Open(t, postgres.Open, u, true)
+	db2 := sqlkvtest.Open(t, postgres.Open, u, false)
+	sqlkvtest.TwoClients(t, kvstore.New(db1), kvstore.New(db2))
+}
+
+func TestOpenErrors(t *testing.T) {
+	base, err := url.Parse(testserver.URL(t, testserver.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(edit func(u *url.URL)) string {
+		u := *base
+		edit(&u)
+		return u.String()
+	}
+	user := base.User.Username()
+	silent := sqlkvtest.Silent(t)
+	cases := []struct {
+		name, url string
+		create    bool
+		want      string
+	}{
+		{"wrong password", with(func(u *url.URL) { u.User = url.UserPassword(user, "wrong-secret") }), true,
+			`password authentication failed for user "` + user + `" (check the user and password in the URL)`},
+		{"missing database", with(func(u *url.URL) { u.Path = "/sluice_no_such_db" }), true,
+			`database "sluice_no_such_db" does not exist`},
+		{"refused", with(func(u *url.URL) { u.Host = "127.0.0.1:1" }), true,
+			"cannot reach the server at 127.0.0.1:1: connect: connection refused"},
+		{"no answer", with(func(u *url.URL) { u.Host = silent }), true, "no answer from the server within 5s"},
+		{"malformed", "postgres://sluice:wrong-secret@127.0.0.1:port/sluice", true, "malformed PostgreSQL URL"},
+		{"no database", with(func(u *url.URL) { u.Path = "" }), true, "malformed PostgreSQL URL: no database"},
+		{"bad prefix", sqlkvtest.WithParam(base.String(), "table_prefix", "x%3Bdrop"), true, `bad table_prefix "x;drop"`},
+		{"semicolon", sqlkvtest.WithParam(base.String(), "table_prefix", "x;drop"), true, "malformed PostgreSQL URL"},
+		{"not formatted", sqlkvtest.WithParam(base.String(), "table_prefix", "never_formatted_"), false,
+			"table never_formatted_kv does not exist (volume not formatted?)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			db, err := postgres.Open(context.Background(), c.url, c.create)
+			if err == nil {
+				db.Close()
+				t.Fatalf("open %s succeeded", c.url)
+			}
+			msg := err.Error()
+			t.Log(msg)
+			if !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") ||
+				strings.Contains(msg, "wrong-secret") || (base.User != nil && strings.Contains(msg, password(base))) {
+				t.Errorf("error %q: want one line containing %q, without the password", msg, c.want)
+			}
+			if d := time.Since(start); d > 8*time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+func password(u *url.URL) string {
+	if p, ok := u.User.Password(); ok && p != "" {
+		return ":" + p + "@"
+	}
+	return "\x00"
+}
