@@ -28,8 +28,12 @@ func engines() map[string]opener {
 		}
 		return sqlite.Open(ctx, path, create)
 	}
-	pg := func(ctx context.Context, url string, create bool) (kvstore.DB, error) { return postgres.Open(ctx, url, create) }
-	rd := func(ctx context.Context, url string, create bool) (kvstore.DB, error) { return redisengine.Open(ctx, url, create) }
+	pg := func(ctx context.Context, url string, create bool) (kvstore.DB, error) {
+		return postgres.Open(ctx, url, create)
+	}
+	rd := func(ctx context.Context, url string, create bool) (kvstore.DB, error) {
+		return redisengine.Open(ctx, url, create)
+	}
 	return map[string]opener{
 		"sqlite3":    sqliteOpen,
 		"postgres":   pg,
