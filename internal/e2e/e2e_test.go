@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 // sluiceBin is the binary built once by TestMain.
@@ -92,6 +94,35 @@ type volume struct {
 
 func newVolume(t *testing.T, formatArgs ...string) *volume {
 	t.Helper()
+	return newVolumeOn(t, "sqlite3", formatArgs...)
+}
+
+// metaEngines are the engines the e2e tests that run per engine use.
+var metaEngines = []string{"sqlite3", "redis", "postgres", "mysql", "etcd"}
+
+// metaURL returns a metadata URL of a fresh, empty namespace on engine.
+func metaURL(t *testing.T, engine, dir string) string {
+	t.Helper()
+	ns := fmt.Sprintf("e2e%d", time.Now().UnixNano())
+	switch engine {
+	case "sqlite3":
+		return "sqlite3://" + filepath.Join(dir, "meta.db")
+	case "redis":
+		return strings.TrimRight(testserver.URL(t, testserver.Redis), "/") + "?prefix=" + ns
+	case "postgres":
+		return testserver.URL(t, testserver.Postgres) + "&table_prefix=" + ns + "_"
+	case "mysql":
+		return testserver.URL(t, testserver.MySQL) + "?table_prefix=" + ns + "_"
+	case "etcd":
+		return strings.TrimRight(testserver.URL(t, testserver.Etcd), "/") + "/" + ns
+	}
+	t.Fatalf("unknown engine %s", engine)
+	return ""
+}
+
+// newVolumeOn formats a volume whose metadata lives on engine.
+func newVolumeOn(t *testing.T, engine string, formatArgs ...string) *volume {
+	t.Helper()
 	requireFUSE(t)
 	dir := t.TempDir()
 	// Other users (pjdfstest's, permission tests) must reach the mount.
@@ -100,7 +131,7 @@ func newVolume(t *testing.T, formatArgs ...string) *volume {
 			t.Fatal(err)
 		}
 	}
-	v := &volume{dir: dir, metaURL: "sqlite3://" + filepath.Join(dir, "meta.db"), bucket: filepath.Join(dir, "bucket"),
+	v := &volume{dir: dir, metaURL: metaURL(t, engine, dir), bucket: filepath.Join(dir, "bucket"),
 		mnt: filepath.Join(dir, "mnt"), log: filepath.Join(dir, "mount.log")}
 	if err := os.Mkdir(v.mnt, 0o755); err != nil {
 		t.Fatal(err)

@@ -145,7 +145,12 @@ func populate(t *testing.T, root string) {
 // TestRemountKeepsEverything writes a tree, unmounts, mounts in a new
 // process and checks that every entry, attribute and byte is the same.
 func TestRemountKeepsEverything(t *testing.T) {
-	v := newVolume(t)
+	for _, engine := range metaEngines {
+		t.Run(engine, func(t *testing.T) { remountKeepsEverything(t, newVolumeOn(t, engine)) })
+	}
+}
+
+func remountKeepsEverything(t *testing.T, v *volume) {
 	v.mount(t)
 	populate(t, v.mnt)
 	before := snapshot(t, v.mnt)

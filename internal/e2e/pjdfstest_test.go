@@ -49,10 +49,17 @@ func findPjdfstest(t *testing.T) string {
 	return ""
 }
 
-// TestPjdfstest runs the Rust pjdfstest POSIX suite on a mount.
+// TestPjdfstest runs the Rust pjdfstest POSIX suite on a mount of a
+// volume on each metadata engine.
 func TestPjdfstest(t *testing.T) {
 	bin := findPjdfstest(t)
-	v := newVolume(t)
+	for _, engine := range metaEngines {
+		t.Run(engine, func(t *testing.T) { runPjdfstest(t, bin, newVolumeOn(t, engine)) })
+	}
+	t.Run("sqlite3-acl", func(t *testing.T) { runPjdfstest(t, bin, newVolumeOn(t, "sqlite3", "--enable-acl")) })
+}
+
+func runPjdfstest(t *testing.T, bin string, v *volume) {
 	v.mount(t)
 	conf := filepath.Join(v.dir, "pjdfstest.toml")
 	if err := os.WriteFile(conf, []byte(pjdfstestConfig), 0o644); err != nil {

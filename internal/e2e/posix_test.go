@@ -37,11 +37,20 @@ func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
 	}
 }
 
-// TestPOSIX runs file system cases through a mount, each checking the
-// result or errno Linux file systems give.
+// TestPOSIX runs file system cases through a mount of a volume on each
+// metadata engine, each case checking the result or errno Linux file
+// systems give.
 func TestPOSIX(t *testing.T) {
-	v := newVolume(t)
-	v.mount(t)
+	for _, engine := range metaEngines {
+		t.Run(engine, func(t *testing.T) {
+			v := newVolumeOn(t, engine)
+			v.mount(t)
+			posixCases(t, v)
+		})
+	}
+}
+
+func posixCases(t *testing.T, v *volume) {
 	cases := []struct {
 		name string
 		fn   func(t *testing.T, dir string)
