@@ -24,9 +24,10 @@ run: build
 stop:
 	$(BIN) umount $(MOUNT)
 
-## test: vet and run the whole test suite (FUSE tests need root and /dev/fuse)
+## test: vet, then run the whole test suite against throwaway Redis, PostgreSQL,
+## MariaDB and etcd servers (scripts/test-servers.sh; FUSE tests need root and /dev/fuse)
 test: vet
-	$(GO) test -count=1 -timeout 30m ./...
+	scripts/test-servers.sh $(GO) test -count=1 -timeout 40m ./...
 
 vet:
 	$(GO) vet ./...
