@@ -105,6 +105,14 @@ func (fs *fileSystem) attrOut(a *meta.Attr, out *gofuse.AttrOut) {
 
 func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
 	a, err := fs.v.Lookup(fs.ctx(h), meta.Ino(h.NodeId), []byte(name))
+	if meta.Errno(err) == syscall.ENOENT && fs.v.Conf.EntryTimeout > 0 {
+		// A reply without a node caches the name's absence for the entry
+		// timeout, like a found entry, so repeated misses (PATH and
+		// include searches, create's lookup) stay in the kernel.
+		out.NodeId = 0
+		out.SetEntryTimeout(fs.v.Conf.EntryTimeout)
+		return gofuse.OK
+	}
 	if err != nil {
 		return fs.status("lookup", err)
 	}

@@ -100,7 +100,6 @@ type Client struct {
 		sustained map[Ino]bool // unlinked while open
 	}
 
-	wake   chan struct{} // pokes the background loop
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -187,7 +186,7 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	if conf.Now == nil {
 		conf.Now = time.Now
 	}
-	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, done: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -355,7 +354,6 @@ func (c *Client) background(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-		case <-c.wake:
 		}
 		if err := c.flushUsage(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("flush usage counters", "err", err)
@@ -389,13 +387,6 @@ func (c *Client) heartbeat(ctx context.Context) error {
 		}
 		return nil
 	})
-}
-
-func (c *Client) poke() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
 }
 
 // Errno extracts the POSIX error number of err: the wrapped syscall.Errno,

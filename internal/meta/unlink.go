@@ -29,9 +29,6 @@ func (c *Client) applyRemoval(r *removal) {
 		}
 		c.mu.Unlock()
 	}
-	if r.inodes > 0 {
-		c.poke()
-	}
 }
 
 func (c *Client) isOpen(ino Ino) bool {
@@ -76,7 +73,11 @@ func (c *Client) destroy(tx store.Tx, n *Attr, r *removal) error {
 	case store.TypeSymlink:
 		tx.DeleteSymlink(n.Ino)
 	case store.TypeFile:
-		tx.SetDelFile(store.DelFile{Ino: n.Ino, Length: n.Length, Expire: time.Now().Unix()}, true)
+		// A file's data lives in chunks only below its length, so an
+		// empty file has nothing to delete later.
+		if n.Length > 0 {
+			tx.SetDelFile(store.DelFile{Ino: n.Ino, Length: n.Length, Expire: time.Now().Unix()}, true)
+		}
 	}
 	tx.DeleteNode(n.Ino)
 	r.inodes++
