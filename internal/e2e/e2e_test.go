@@ -98,7 +98,7 @@ func newVolume(t *testing.T, formatArgs ...string) *volume {
 }
 
 // metaEngines are the engines the e2e tests that run per engine use.
-var metaEngines = []string{"sqlite3", "redis", "postgres", "mysql"}
+var metaEngines = []string{"sqlite3", "redis", "postgres", "mysql", "etcd"}
 
 // metaURL returns a metadata URL of a fresh, empty namespace on engine.
 func metaURL(t *testing.T, engine, dir string) string {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sluicefs/sluice/internal/meta/engine/etcd"
 	"github.com/sluicefs/sluice/internal/meta/engine/mysql"
 	"github.com/sluicefs/sluice/internal/meta/engine/postgres"
 	redisengine "github.com/sluicefs/sluice/internal/meta/engine/redis"
@@ -43,6 +44,10 @@ func engines() map[string]opener {
 		},
 		"redis":  rd,
 		"rediss": rd,
+		"etcd": func(ctx context.Context, url string, create bool) (kvstore.DB, error) {
+			return etcd.Open(ctx, url, create)
+		},
+		"tikv": openTiKV,
 	}
 }
 

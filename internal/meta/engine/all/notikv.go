@@ -1,0 +1,14 @@
+//go:build notikv
+
+package all
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+)
+
+func openTiKV(ctx context.Context, url string, create bool) (kvstore.DB, error) {
+	return nil, errors.New("this sluice was built without TiKV support (-tags notikv)")
+}

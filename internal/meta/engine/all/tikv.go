@@ -1,0 +1,16 @@
+//go:build !notikv
+
+package all
+
+import (
+	"context"
+
+	"github.com/sluicefs/sluice/internal/meta/engine/tikv"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+)
+
+// openTiKV opens a tikv:// URL. The TiKV client is a heavy dependency;
+// build with -tags notikv to leave it out.
+func openTiKV(ctx context.Context, url string, create bool) (kvstore.DB, error) {
+	return tikv.Open(ctx, url, create)
+}

@@ -1,0 +1,246 @@
+package etcd_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+)
+
+// runKVTests checks the adapter contract below kvstore: read-your-writes,
+// snapshot reads, and conflicts for every way another transaction can
+// change what one read; phantoms (a key inserted into a scanned range) must
+// conflict when phantoms is true.
+//
+// The same file is in the etcd and tikv packages; it belongs in a shared
+// kvstore test package, where the other engines could run it too.
+func runKVTests(t *testing.T, newDB func(t *testing.T) kvstore.DB, phantoms bool) {
+	ctx := context.Background()
+	k := func(s string) []byte { return []byte(s) }
+	set := func(t *testing.T, db kvstore.DB, kvs ...string) {
+		t.Helper()
+		if err := db.Update(ctx, func(tx kvstore.Txn) error {
+			for i := 0; i < len(kvs); i += 2 {
+				tx.Set(k(kvs[i]), k(kvs[i+1]))
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := func(ps []kvstore.Pair) string {
+		var b bytes.Buffer
+		for _, p := range ps {
+			fmt.Fprintf(&b, "%s=%s ", p.Key, p.Value)
+		}
+		return b.String()
+	}
+
+	t.Run("ReadYourWrites", func(t *testing.T) {
+		db := newDB(t)
+		set(t, db, "a", "1", "b", "2", "c", "3", "e", "")
+		err := db.Update(ctx, func(tx kvstore.Txn) error {
+			tx.Delete(k("b"))
+			tx.Set(k("d"), k("4"))
+			tx.Set(k("a"), k("9"))
+			if v, err := tx.Get(k("b")); err != nil || v != nil {
+				return fmt.Errorf("deleted b reads %q, %v", v, err)
+			}
+			if v, err := tx.Get(k("e")); err != nil || v == nil || len(v) != 0 {
+				return fmt.Errorf("empty e reads %v, %v", v, err)
+			}
+			vs, err := tx.GetMany([][]byte{k("a"), k("b"), k("d"), k("x"), k("e")})
+			if err != nil || string(vs[0]) != "9" || vs[1] != nil || string(vs[2]) != "4" || vs[3] != nil || vs[4] == nil {
+				return fmt.Errorf("GetMany: %q, %v", vs, err)
+			}
+			ps, err := tx.Scan(nil, nil, 0)
+			if got := keys(ps); err != nil || got != "a=9 c=3 d=4 e= " {
+				return fmt.Errorf("Scan: %s, %v", got, err)
+			}
+			ps, err = tx.Scan(k("a"), k("d"), 2)
+			if got := keys(ps); err != nil || got != "a=9 c=3 " {
+				return fmt.Errorf("Scan with limit: %s, %v", got, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.View(ctx, func(tx kvstore.Txn) error {
+			ps, err := tx.Scan(k("a"), nil, 0)
+			if got := keys(ps); err != nil || got != "a=9 c=3 d=4 e= " {
+				return fmt.Errorf("after commit: %s, %v", got, err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("RollbackOnError", func(t *testing.T) {
+		db := newDB(t)
+		boom := errors.New("boom")
+		if err := db.Update(ctx, func(tx kvstore.Txn) error { tx.Set(k("a"), k("1")); return boom }); !errors.Is(err, boom) {
+			t.Fatalf("Update returned %v", err)
+		}
+		db.View(ctx, func(tx kvstore.Txn) error {
+			if v, _ := tx.Get(k("a")); v != nil {
+				t.Errorf("failed transaction left a=%q", v)
+			}
+			return nil
+		})
+	})
+
+	t.Run("ManyKeys", func(t *testing.T) {
+		db := newDB(t)
+		var all [][]byte
+		for i := range 300 {
+			all = append(all, k(fmt.Sprintf("k%04d", i)))
+		}
+		for i := 0; i < len(all); i += 50 {
+			if err := db.Update(ctx, func(tx kvstore.Txn) error {
+				for _, key := range all[i : i+50] {
+					tx.Set(key, key)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.View(ctx, func(tx kvstore.Txn) error {
+			vs, err := tx.GetMany(append(all, k("missing")))
+			if err != nil {
+				return err
+			}
+			for i, v := range vs[:len(all)] {
+				if !bytes.Equal(v, all[i]) {
+					return fmt.Errorf("key %s reads %q", all[i], v)
+				}
+			}
+			if vs[len(all)] != nil {
+				return fmt.Errorf("missing key reads %q", vs[len(all)])
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("WriteInView", func(t *testing.T) {
+		db := newDB(t)
+		if err := db.View(ctx, func(tx kvstore.Txn) error { tx.Set(k("a"), k("1")); return nil }); err == nil {
+			t.Fatal("a write in View succeeded")
+		}
+	})
+
+	// Each case runs one transaction (outer) and, in the middle of it,
+	// another one (inner) that commits first. The outer one then writes a
+	// key nobody else touches, so any conflict comes from what it read.
+	// wantConflict tells whether it must fail with store.ErrConflict.
+	cases := []struct {
+		name         string
+		seed         []string
+		outer        func(tx kvstore.Txn) error
+		inner        func(tx kvstore.Txn)
+		wantConflict bool
+	}{
+		{"ChangedRead", []string{"x", "1"},
+			func(tx kvstore.Txn) error { _, err := tx.Get(k("x")); return err },
+			func(tx kvstore.Txn) { tx.Set(k("x"), k("2")) }, true},
+		{"CreatedRead", nil,
+			func(tx kvstore.Txn) error { _, err := tx.Get(k("x")); return err },
+			func(tx kvstore.Txn) { tx.Set(k("x"), k("2")) }, true},
+		{"DeletedRead", []string{"x", "1"},
+			func(tx kvstore.Txn) error { _, err := tx.GetMany([][]byte{k("w"), k("x")}); return err },
+			func(tx kvstore.Txn) { tx.Delete(k("x")) }, true},
+		{"Unrelated", []string{"x", "1"},
+			func(tx kvstore.Txn) error { _, err := tx.Get(k("x")); return err },
+			func(tx kvstore.Txn) { tx.Set(k("y"), k("2")) }, false},
+		{"Phantom", []string{"d1", "1"},
+			func(tx kvstore.Txn) error { _, err := tx.Scan(k("d"), k("e"), 0); return err },
+			func(tx kvstore.Txn) { tx.Set(k("d2"), k("2")) }, phantoms},
+		{"DeletedInScan", []string{"d1", "1", "d2", "2"},
+			func(tx kvstore.Txn) error { _, err := tx.Scan(k("d"), k("e"), 0); return err },
+			func(tx kvstore.Txn) { tx.Delete(k("d2")) }, true},
+		{"BeyondScanLimit", []string{"d1", "1", "d2", "2"},
+			func(tx kvstore.Txn) error { _, err := tx.Scan(k("d"), k("e"), 1); return err },
+			func(tx kvstore.Txn) { tx.Set(k("d3"), k("3")); tx.Delete(k("d2")) }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			db := newDB(t)
+			if c.seed != nil {
+				set(t, db, c.seed...)
+			}
+			err := db.Update(ctx, func(tx kvstore.Txn) error {
+				if err := c.outer(tx); err != nil {
+					return err
+				}
+				if err := db.Update(ctx, func(tx kvstore.Txn) error { c.inner(tx); return nil }); err != nil {
+					return fmt.Errorf("inner transaction: %w", err)
+				}
+				tx.Set(k("out"), k("1"))
+				return nil
+			})
+			if c.wantConflict && !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("outer transaction returned %v, want a conflict", err)
+			}
+			if !c.wantConflict && err != nil {
+				t.Fatalf("outer transaction: %v", err)
+			}
+		})
+	}
+
+	t.Run("Snapshot", func(t *testing.T) {
+		db := newDB(t)
+		set(t, db, "x", "1", "y", "1")
+		err := db.View(ctx, func(tx kvstore.Txn) error {
+			if _, err := tx.Get(k("x")); err != nil {
+				return err
+			}
+			set(t, db, "x", "2", "y", "2")
+			vs, err := tx.GetMany([][]byte{k("x"), k("y")})
+			if err != nil || string(vs[0]) != "1" || string(vs[1]) != "1" {
+				return fmt.Errorf("View saw %q after a concurrent commit, want its snapshot (%v)", vs, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("WriteSkew", func(t *testing.T) {
+		// Each transaction reads both keys and writes one: run serially
+		// they cannot both succeed unchanged.
+		db := newDB(t)
+		set(t, db, "x", "0", "y", "0")
+		read := func(tx kvstore.Txn) error {
+			_, err := tx.GetMany([][]byte{k("x"), k("y")})
+			return err
+		}
+		err := db.Update(ctx, func(tx kvstore.Txn) error {
+			if err := read(tx); err != nil {
+				return err
+			}
+			if err := db.Update(ctx, func(tx kvstore.Txn) error {
+				if err := read(tx); err != nil {
+					return err
+				}
+				tx.Set(k("y"), k("1"))
+				return nil
+			}); err != nil {
+				return err
+			}
+			tx.Set(k("x"), k("1"))
+			return nil
+		})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("write skew committed: %v", err)
+		}
+	})
+}
