@@ -7,6 +7,7 @@ package mem
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 
@@ -57,17 +58,23 @@ func (d *DB) Update(ctx context.Context, fn func(kvstore.Txn) error) error {
 	return nil
 }
 
-// View runs fn under the read lock.
+// View runs fn under the read lock; a write in it fails the View.
 func (d *DB) View(ctx context.Context, fn func(kvstore.Txn) error) error {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return fn(&txn{d: d})
+	t := &txn{d: d, readOnly: true}
+	if err := fn(t); err != nil {
+		return err
+	}
+	return t.err
 }
 
 // txn buffers writes (nil value = delete) and reads through them.
 type txn struct {
-	d      *DB
-	writes map[string][]byte
+	d        *DB
+	writes   map[string][]byte
+	readOnly bool
+	err      error // a write attempted in a read-only transaction
 }
 
 func (t *txn) Get(key []byte) ([]byte, error) {
@@ -125,10 +132,20 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 }
 
 func (t *txn) Set(key, value []byte) {
+	if t.readOnly {
+		t.err = errors.New("write in a read-only transaction")
+		return
+	}
 	if value == nil {
 		value = []byte{}
 	}
 	t.writes[string(key)] = bytes.Clone(value)
 }
 
-func (t *txn) Delete(key []byte) { t.writes[string(key)] = nil }
+func (t *txn) Delete(key []byte) {
+	if t.readOnly {
+		t.err = errors.New("write in a read-only transaction")
+		return
+	}
+	t.writes[string(key)] = nil
+}

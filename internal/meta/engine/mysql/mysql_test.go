@@ -37,8 +37,7 @@ func TestRaces(t *testing.T) {
 func TestTwoClients(t *testing.T) {
 	u := sqlkvtest.FreshURL(t, mysql.Open, testserver.URL(t, testserver.MySQL))
 	db1 := sqlkvtest.Open(t, mysql.Open, u, true)
-	db2 := sqlkvtest.Open(t, mysql.Open, u, false)
-	sqlkvtest.TwoClients(t, kvstore.New(db1), kvstore.New(db2))
+	metatest.TwoClients(t, kvstore.New(db1), func() store.Store { return kvstore.New(sqlkvtest.Open(t, mysql.Open, u, false)) })
 }
 
 // parts splits a mysql://USER:PASSWORD@(ADDR)/DB?QUERY URL.

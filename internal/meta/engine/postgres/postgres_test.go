@@ -38,8 +38,7 @@ func TestRaces(t *testing.T) {
 func TestTwoClients(t *testing.T) {
 	u := sqlkvtest.FreshURL(t, postgres.Open, testserver.URL(t, testserver.Postgres))
 	db1 := sqlkvtest.Open(t, postgres.Open, u, true)
-	db2 := sqlkvtest.Open(t, postgres.Open, u, false)
-	sqlkvtest.TwoClients(t, kvstore.New(db1), kvstore.New(db2))
+	metatest.TwoClients(t, kvstore.New(db1), func() store.Store { return kvstore.New(sqlkvtest.Open(t, postgres.Open, u, false)) })
 }
 
 func TestOpenErrors(t *testing.T) {

@@ -9,13 +9,11 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
@@ -120,70 +118,13 @@ func TestTwoHandles(t *testing.T) {
 }
 
 func testTwoHandles(t *testing.T, raw string) {
-	ctx := context.Background()
 	st1 := kvstore.New(openDB(t, raw))
 	defer st1.Close()
-	if _, err := meta.FormatVolume(ctx, st1, &meta.Format{Name: "test", UUID: "u", Storage: "mem", Bucket: "x", BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
-	st2 := kvstore.New(openDB(t, raw))
-	defer st2.Close()
-	const perClient = 200
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, st := range []store.Store{st1, st2} {
-		wg.Go(func() {
-			c, err := meta.NewClient(ctx, st, meta.Config{})
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer func() {
-				if err := c.Close(ctx); err != nil && errs[i] == nil {
-					errs[i] = err
-				}
-			}()
-			for j := range perClient {
-				name := fmt.Sprintf("c%d-%03d", i, j)
-				if _, err := c.Mknod(ctx, meta.RootIno, []byte(name), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {
-					errs[i] = fmt.Errorf("create %s: %w", name, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("client %d: %v", i, err)
-		}
-	}
-	c, err := meta.NewClient(ctx, st2, meta.Config{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	es, err := c.ReadDir(ctx, meta.RootIno, nil, 1000, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(es) != 2*perClient {
-		t.Fatalf("%d entries, want %d", len(es), 2*perClient)
-	}
-	seen := map[meta.Ino]bool{}
-	for _, e := range es {
-		if e.Attr == nil || seen[e.Ino] {
-			t.Fatalf("entry %q: inode %d missing or shared", e.Name, e.Ino)
-		}
-		seen[e.Ino] = true
-	}
-	st, err := c.StatFS(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.UsedInodes != 2*perClient {
-		t.Fatalf("statfs counts %d inodes, want %d", st.UsedInodes, 2*perClient)
-	}
+	metatest.TwoClients(t, st1, func() store.Store {
+		st2 := kvstore.New(openDB(t, raw))
+		t.Cleanup(func() { st2.Close() })
+		return st2
+	})
 }
 
 // TestTransactions checks the optimistic transactions directly: conflicts

@@ -72,9 +72,11 @@ func TestTwoHandles(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "meta.db")
 	st1 := open(t, path, true)
 	defer st1.Close()
-	st2 := open(t, path, false)
-	defer st2.Close()
-	sqlkvtest.TwoClients(t, st1, st2)
+	metatest.TwoClients(t, st1, func() store.Store {
+		st2 := open(t, path, false)
+		t.Cleanup(func() { st2.Close() })
+		return st2
+	})
 }
 
 func TestKV(t *testing.T) {

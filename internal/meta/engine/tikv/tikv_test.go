@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,11 +13,11 @@ import (
 	tikvclient "github.com/tikv/client-go/v2/tikv"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/tikv"
 	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvtest"
 )
 
 func init() {
@@ -88,7 +86,7 @@ func TestSuite(t *testing.T) {
 
 func TestKV(t *testing.T) {
 	s := mockStore(t)
-	runKVTests(t, func(t *testing.T) kvstore.DB { return volume(t, s) }, false)
+	kvtest.Run(t, func(t *testing.T) kvstore.DB { return volume(t, s) }, false)
 }
 
 // TestPrefixes checks that volumes sharing a store see only their own keys,
@@ -172,66 +170,13 @@ func TestUnreachable(t *testing.T) {
 // the mock, creating files in one directory at the same time: their
 // transactions conflict on the directory and must all be retried through.
 func TestTwoHandles(t *testing.T) {
-	ctx := context.Background()
 	s := mockStore(t)
 	db1 := volume(t, s)
-	db2, err := tikv.New(s, strings.TrimPrefix(db1.Name(), "tikv://"+s.UUID()+"/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st1, st2 := kvstore.New(db1), kvstore.New(db2)
-	if _, err := meta.FormatVolume(ctx, st1, &meta.Format{Name: "test", UUID: "u", Storage: "mem", Bucket: "x", BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
-	const perClient = 200
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, st := range []store.Store{st1, st2} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := meta.NewClient(ctx, st, meta.Config{})
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer func() {
-				if err := c.Close(ctx); err != nil && errs[i] == nil {
-					errs[i] = err
-				}
-			}()
-			for j := range perClient {
-				name := fmt.Sprintf("c%d-%03d", i, j)
-				if _, err := c.Mknod(ctx, meta.RootIno, []byte(name), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {
-					errs[i] = fmt.Errorf("create %s: %w", name, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
+	metatest.TwoClients(t, kvstore.New(db1), func() store.Store {
+		db2, err := tikv.New(s, strings.TrimPrefix(db1.Name(), "tikv://"+s.UUID()+"/"))
 		if err != nil {
-			t.Fatalf("client %d: %v", i, err)
+			t.Fatal(err)
 		}
-	}
-	c, err := meta.NewClient(ctx, st2, meta.Config{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	es, err := c.ReadDir(ctx, meta.RootIno, nil, 1000, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(es) != 2*perClient {
-		t.Fatalf("%d entries, want %d", len(es), 2*perClient)
-	}
-	st, err := c.StatFS(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.UsedInodes != 2*perClient {
-		t.Fatalf("statfs counts %d inodes, want %d", st.UsedInodes, 2*perClient)
-	}
+		return kvstore.New(db2)
+	})
 }

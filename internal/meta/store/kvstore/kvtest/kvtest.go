@@ -1,4 +1,7 @@
-package etcd_test
+// Package kvtest is the contract test every kvstore.DB adapter runs, below
+// the typed transaction: read-your-writes, snapshot reads, and a conflict
+// for every way another transaction can change what one read.
+package kvtest
 
 import (
 	"bytes"
@@ -11,14 +14,13 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
 
-// runKVTests checks the adapter contract below kvstore: read-your-writes,
+// Run checks the adapter contract below kvstore: read-your-writes,
 // snapshot reads, and conflicts for every way another transaction can
 // change what one read; phantoms (a key inserted into a scanned range) must
 // conflict when phantoms is true.
 //
-// The same file is in the etcd and tikv packages; it belongs in a shared
-// kvstore test package, where the other engines could run it too.
-func runKVTests(t *testing.T, newDB func(t *testing.T) kvstore.DB, phantoms bool) {
+// newDB must return an empty database each time it is called.
+func Run(t *testing.T, newDB func(t *testing.T) kvstore.DB, phantoms bool) {
 	ctx := context.Background()
 	k := func(s string) []byte { return []byte(s) }
 	set := func(t *testing.T, db kvstore.DB, kvs ...string) {
