@@ -116,6 +116,22 @@ func touchMtime(n *Attr, sec int64, nsec uint32) {
 	n.Ctime, n.Ctimensec = sec, nsec
 }
 
+// touchDir stamps a directory whose entries changed and stores it, unless
+// its times were stamped less than Config.DirMtimeSkip ago and its link
+// count is unchanged: then the record is only read, so a burst of creates
+// in one directory (from one mount or several) does not write, and
+// conflict on, one hot record for every entry.
+func (c *Client) touchDir(tx store.Tx, dir *Attr, sec int64, nsec uint32, nlinkChanged bool) {
+	if !nlinkChanged && c.conf.DirMtimeSkip > 0 {
+		age := time.Unix(sec, int64(nsec)).Sub(time.Unix(dir.Mtime, int64(dir.Mtimensec)))
+		if age >= 0 && age < c.conf.DirMtimeSkip {
+			return
+		}
+	}
+	touchMtime(dir, sec, nsec)
+	tx.SetNode(dir)
+}
+
 func touchCtime(n *Attr, sec int64, nsec uint32) {
 	n.Ctime, n.Ctimensec = sec, nsec
 }

@@ -59,6 +59,11 @@ type Config struct {
 	DeleteSlice func(ctx context.Context, id uint64, size uint32) error
 	// SessionInfo describes the mount for `sluice status`.
 	SessionInfo SessionInfo
+	// DirMtimeSkip lets a change of a directory's entries leave its times
+	// alone when they were set less than this long ago (and its link
+	// count does not change), so concurrent creates in one directory do
+	// not all write its record. Default 10 ms; negative disables.
+	DirMtimeSkip time.Duration
 	// AtimeMode is AtimeNone (default), AtimeRelative or AtimeStrict.
 	AtimeMode string
 	// Logger receives background errors. Nil discards them.
@@ -182,6 +187,9 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	}
 	if conf.SessionTimeout <= 0 {
 		conf.SessionTimeout = 25 * conf.Heartbeat
+	}
+	if conf.DirMtimeSkip == 0 {
+		conf.DirMtimeSkip = 10 * time.Millisecond
 	}
 	if conf.Now == nil {
 		conf.Now = time.Now

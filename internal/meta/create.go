@@ -93,8 +93,7 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 			n.Length = uint64(len(nn.Target))
 			tx.SetSymlink(ino, bytes.Clone(nn.Target))
 		}
-		touchMtime(dir, sec, nsec)
-		tx.SetNode(dir)
+		c.touchDir(tx, dir, sec, nsec, nn.Type == store.TypeDir)
 		tx.SetNode(n)
 		tx.SetEdge(parent, store.Edge{Name: bytes.Clone(name), Ino: ino, Type: nn.Type})
 		out = n
@@ -157,9 +156,8 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 		n.Nlink++
 		n.Parent = 0
 		touchCtime(n, sec, nsec)
-		touchMtime(dir, sec, nsec)
 		tx.SetNode(n)
-		tx.SetNode(dir)
+		c.touchDir(tx, dir, sec, nsec, false)
 		tx.SetEdge(newParent, store.Edge{Name: bytes.Clone(name), Ino: ino, Type: n.Type})
 		out = n
 		return nil

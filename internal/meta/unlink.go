@@ -148,11 +148,10 @@ func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool
 			return syscall.EPERM
 		}
 		sec, nsec := stamp()
-		touchMtime(dir, sec, nsec)
 		if isDir {
 			dir.Nlink--
 		}
-		tx.SetNode(dir)
+		c.touchDir(tx, dir, sec, nsec, isDir)
 		tx.DeleteEdge(parent, name)
 		return c.dropLink(tx, n, &r)
 	})
