@@ -52,7 +52,7 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 	cred := CredOf(ctx)
 	var out *Attr
 	err = c.st.Update(ctx, func(tx store.Tx) error {
-		dir, err := node(tx, parent)
+		dir, existing, err := nodeEdge(tx, parent, name)
 		if err != nil {
 			return err
 		}
@@ -62,10 +62,8 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 		if dir.Nlink == 0 {
 			return syscall.ENOENT // the directory was removed
 		}
-		if _, err := tx.Edge(parent, name); err == nil {
+		if existing.Ino != 0 {
 			return syscall.EEXIST
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
 		}
 		sec, nsec := stamp()
 		n := &Attr{Ino: ino, Type: nn.Type, Uid: cred.Uid, Gid: cred.Gid, Nlink: 1, Parent: parent, Rdev: nn.Rdev}

@@ -33,6 +33,19 @@ func edge(tx store.Tx, parent Ino, name []byte) (store.Edge, error) {
 	return e, nil
 }
 
+// nodeEdge reads directory parent and its entry name in one round trip;
+// a missing parent is ENOENT, a missing name an Edge with Ino 0.
+func nodeEdge(tx store.Tx, parent Ino, name []byte) (*Attr, store.Edge, error) {
+	n, e, err := tx.NodeEdge(parent, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, e, syscall.ENOENT
+	}
+	if err != nil {
+		return nil, e, fmt.Errorf("read entry %q of %d: %w", name, parent, err)
+	}
+	return n, e, nil
+}
+
 // Lookup finds name in directory parent and returns its attributes.
 func (c *Client) Lookup(ctx context.Context, parent Ino, name []byte) (*Attr, error) {
 	if len(name) > 255 {
@@ -41,7 +54,7 @@ func (c *Client) Lookup(ctx context.Context, parent Ino, name []byte) (*Attr, er
 	cred := CredOf(ctx)
 	var out *Attr
 	err := c.st.View(ctx, func(tx store.Tx) error {
-		dir, err := node(tx, parent)
+		dir, e, err := nodeEdge(tx, parent, name)
 		if err != nil {
 			return err
 		}
@@ -51,20 +64,18 @@ func (c *Client) Lookup(ctx context.Context, parent Ino, name []byte) (*Attr, er
 		if err := checkAccess(tx, cred, dir, MayExec); err != nil {
 			return err
 		}
-		target := parent
+		target := e.Ino
 		switch string(name) {
 		case ".":
+			target = parent
 		case "..":
 			target = dir.Parent
 			if parent == RootIno {
 				target = RootIno
 			}
-		default:
-			e, err := edge(tx, parent, name)
-			if err != nil {
-				return err
-			}
-			target = e.Ino
+		}
+		if target == 0 {
+			return syscall.ENOENT
 		}
 		out, err = node(tx, target)
 		return err

@@ -116,16 +116,15 @@ func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool
 	var r removal
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		r = removal{}
-		dir, err := node(tx, parent)
+		dir, e, err := nodeEdge(tx, parent, name)
 		if err != nil {
 			return err
 		}
 		if err := checkDirWrite(tx, cred, dir); err != nil {
 			return err
 		}
-		e, err := edge(tx, parent, name)
-		if err != nil {
-			return err
+		if e.Ino == 0 {
+			return syscall.ENOENT
 		}
 		n, err := node(tx, e.Ino)
 		if err != nil {

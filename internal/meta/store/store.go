@@ -125,6 +125,10 @@ type Tx interface {
 	SetNode(n *Node)
 	DeleteNode(ino Ino)
 
+	// NodeEdge reads directory parent's attributes and its entry name in
+	// one round trip: ErrNotFound when parent is missing, and an Edge with
+	// Ino 0 when the name is.
+	NodeEdge(parent Ino, name []byte) (*Node, Edge, error)
 	// Edge returns the entry name in directory parent, or ErrNotFound.
 	Edge(parent Ino, name []byte) (Edge, error)
 	SetEdge(parent Ino, e Edge)

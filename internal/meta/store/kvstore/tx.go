@@ -136,6 +136,22 @@ func decodeEdge(name, v []byte) (store.Edge, error) {
 	return store.Edge{Name: name, Type: v[0], Ino: store.Ino(be.Uint64(v[1:]))}, nil
 }
 
+func (x *tx) NodeEdge(parent store.Ino, name []byte) (*store.Node, store.Edge, error) {
+	vals, err := x.t.GetMany([][]byte{inoKey(parent, 'I', nil), inoKey(parent, 'D', name)})
+	if err != nil {
+		return nil, store.Edge{}, fmt.Errorf("get node and entry: %w", err)
+	}
+	if vals[0] == nil {
+		return nil, store.Edge{}, store.ErrNotFound
+	}
+	n, err := decodeNode(parent, vals[0])
+	if err != nil || vals[1] == nil {
+		return n, store.Edge{}, err
+	}
+	e, err := decodeEdge(bytes.Clone(name), vals[1])
+	return n, e, err
+}
+
 func (x *tx) Edge(parent store.Ino, name []byte) (store.Edge, error) {
 	v, err := x.get(inoKey(parent, 'D', name), "entry")
 	if err != nil {
