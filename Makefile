@@ -4,7 +4,7 @@
 GO        ?= go
 BIN       := bin/sluice
 RUN_DIR   ?= $(HOME)/.sluice/demo
-MOUNT     ?= /tmp/sluice
+MOUNT     ?= /tmp/sluice-demo
 META_URL  := sqlite3://$(RUN_DIR)/meta.db
 
 .PHONY: build run stop test vet fmt clean
