@@ -56,7 +56,12 @@ volume may change its capacity and inode limits, and refuses to change the
 settings its data depends on (storage, bucket, block size, compression).
 
 META-URL examples:
-  sqlite3:///var/lib/sluice/vol.db   SQLite file (created if missing)
+  sqlite3:///var/lib/sluice/vol.db                     SQLite file (created if missing)
+  redis://[USER:PASS@]HOST:6379/1                      Redis (several HOST:PORT: a cluster)
+  postgres://USER:PASS@HOST:5432/DB?sslmode=disable    PostgreSQL
+  mysql://USER:PASS@(HOST:3306)/DB                     MySQL or MariaDB
+  etcd://HOST:2379[,HOST:2379...]/PREFIX               etcd
+  tikv://PD:2379[,PD:2379...]/PREFIX                   TiKV
 
 NAME is 3-63 lower-case letters, digits and '-'; all objects of the volume
 are stored under NAME/ in the bucket.`,
