@@ -102,14 +102,31 @@ func (c *Client) Access(ctx context.Context, ino Ino, mask uint32) error {
 			return err
 		}
 	}
-	return c.st.View(ctx, func(tx store.Tx) error {
+	_, err := c.checked(ctx, ino, mask, func(n *Attr) error {
+		if mask&MayWrite != 0 && n.Flags&FlagImmutable != 0 {
+			return syscall.EPERM
+		}
+		return nil
+	})
+	return err
+}
+
+// checked reads ino and checks mask for the caller in one transaction,
+// after check (which may be nil) has vetted the node.
+func (c *Client) checked(ctx context.Context, ino Ino, mask uint32, check func(n *Attr) error) (*Attr, error) {
+	var out *Attr
+	err := c.st.View(ctx, func(tx store.Tx) error {
 		n, err := node(tx, ino)
 		if err != nil {
 			return err
 		}
-		if mask&MayWrite != 0 && n.Flags&FlagImmutable != 0 {
-			return syscall.EPERM
+		if check != nil {
+			if err := check(n); err != nil {
+				return err
+			}
 		}
+		out = n
 		return checkAccess(tx, CredOf(ctx), n, mask)
 	})
+	return out, err
 }

@@ -11,10 +11,6 @@ import (
 // and counts the handle, so that an unlink while open keeps the file. Every
 // successful Open must be paired with Release.
 func (c *Client) Open(ctx context.Context, ino Ino, flags uint32) (*Attr, error) {
-	n, err := c.GetAttr(ctx, ino)
-	if err != nil {
-		return nil, err
-	}
 	var mask uint32
 	switch flags & syscall.O_ACCMODE {
 	case syscall.O_RDONLY:
@@ -31,14 +27,20 @@ func (c *Client) Open(ctx context.Context, ino Ino, flags uint32) (*Attr, error)
 		if err := c.writable(); err != nil {
 			return nil, err
 		}
+	}
+	n, err := c.checked(ctx, ino, mask, func(n *Attr) error {
+		if mask&MayWrite == 0 {
+			return nil
+		}
 		if n.Type == store.TypeDir {
-			return nil, syscall.EISDIR
+			return syscall.EISDIR
 		}
 		if n.Flags&FlagImmutable != 0 || n.Flags&FlagAppend != 0 && flags&syscall.O_APPEND == 0 {
-			return nil, syscall.EPERM
+			return syscall.EPERM
 		}
-	}
-	if err := c.st.View(ctx, func(tx store.Tx) error { return checkAccess(tx, CredOf(ctx), n, mask) }); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()

@@ -51,15 +51,10 @@ func (c *Client) ReadDir(ctx context.Context, ino Ino, after []byte, limit int, 
 
 // OpenDir checks that ino is a directory the caller may list.
 func (c *Client) OpenDir(ctx context.Context, ino Ino) (*Attr, error) {
-	n, err := c.GetAttr(ctx, ino)
-	if err != nil {
-		return nil, err
-	}
-	if n.Type != store.TypeDir {
-		return nil, syscall.ENOTDIR
-	}
-	if err := c.st.View(ctx, func(tx store.Tx) error { return checkAccess(tx, CredOf(ctx), n, MayRead) }); err != nil {
-		return nil, err
-	}
-	return n, nil
+	return c.checked(ctx, ino, MayRead, func(n *Attr) error {
+		if n.Type != store.TypeDir {
+			return syscall.ENOTDIR
+		}
+		return nil
+	})
 }

@@ -80,8 +80,6 @@ func modelSeed(t *testing.T) uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
-func testModel(t *testing.T, ns newStoreFunc) { testModelOps(t, ns, modelOps) }
-
 func testModelOps(t *testing.T, ns newStoreFunc, ops int) {
 	seed := modelSeed(t)
 	t.Logf("model seed %d (rerun with %s=%d)", seed, modelSeedEnv, seed)
