@@ -37,6 +37,13 @@ type Config struct {
 	BufferSize int64
 	// CacheSize bounds the in-memory block cache, in bytes.
 	CacheSize int64
+	// MaxReadahead bounds the readahead window of one sequential stream,
+	// in bytes; 0 disables readahead.
+	MaxReadahead int64
+	// Prefetch is the number of blocks fetched concurrently in the
+	// background (readahead); 0 disables whole-block prefetch of random
+	// reads. Negative means the default.
+	Prefetch int
 }
 
 // Defaults fills unset fields.
@@ -53,29 +60,38 @@ func (c *Config) Defaults() {
 	if c.CacheSize <= 0 {
 		c.CacheSize = 256 << 20
 	}
+	if c.MaxReadahead < 0 {
+		c.MaxReadahead = 0
+	}
+	if c.Prefetch < 0 {
+		c.Prefetch = 4
+	}
 }
 
 // Store reads and writes slices as blocks in an object store.
 type Store struct {
-	obj     object.Store
-	conf    Config
-	cache   *cache.Memory
-	fetches singleflight.Group
-	uploads chan struct{} // semaphore of MaxUploads
-	buffers *budget
+	obj      object.Store
+	conf     Config
+	cache    *cache.Memory
+	fetches  singleflight.Group
+	uploads  chan struct{} // semaphore of MaxUploads
+	buffers  *budget
+	prefetch *prefetcher
 }
 
 // New returns a Store over obj, which already applies the volume's prefix
 // and compression.
 func New(obj object.Store, conf Config) *Store {
 	conf.Defaults()
-	return &Store{
+	s := &Store{
 		obj:     obj,
 		conf:    conf,
 		cache:   cache.NewMemory(conf.CacheSize),
 		uploads: make(chan struct{}, conf.MaxUploads),
 		buffers: newBudget(conf.BufferSize),
 	}
+	s.prefetch = newPrefetcher(s, min(conf.BufferSize, conf.CacheSize/2), readaheadConcurrency)
+	return s
 }
 
 // BlockSize returns the block size in bytes.

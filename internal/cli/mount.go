@@ -19,6 +19,11 @@ import (
 	"github.com/sluicefs/sluice/internal/vfs"
 )
 
+// kernelReadahead is the kernel's readahead for the mount's files: FUSE
+// starts at 128 KiB, which keeps a sequential reader waiting on each
+// request; 8 MiB keeps eight 1 MiB requests in flight.
+const kernelReadahead = 8 << 20
+
 type mountOptions struct {
 	background    bool
 	attrCache     time.Duration
@@ -31,6 +36,9 @@ type mountOptions struct {
 	debug         bool
 	heartbeat     time.Duration
 	atimeMode     string
+	pprof         string
+	maxReadahead  int64
+	prefetch      int
 }
 
 func defaultLogFile() string {
@@ -46,7 +54,7 @@ func defaultLogFile() string {
 
 func newMount() *cobra.Command {
 	o := mountOptions{attrCache: time.Second, entryCache: time.Second, dirEntryCache: time.Second,
-		bufferSize: 300 << 20, maxUploads: 20, heartbeat: 12 * time.Second}
+		bufferSize: 300 << 20, maxUploads: 20, maxReadahead: 64 << 20, prefetch: 1, heartbeat: 12 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "mount META-URL MOUNTPOINT",
 		Short: "Mount a volume with FUSE",
@@ -74,10 +82,13 @@ returns once the mount is ready and serves in the background, logging to
 	fl.BoolVar(&o.readOnly, "read-only", false, "mount read-only: every change fails with EROFS")
 	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers; writers wait when it is used up (a plain number is MiB)")
 	fl.IntVar(&o.maxUploads, "max-uploads", o.maxUploads, "number of blocks uploaded concurrently")
+	fl.Var(sizeValue{&o.maxReadahead, 1 << 20}, "max-readahead", "largest readahead window of one sequential reader (a plain number is MiB; 0 disables readahead)")
+	fl.IntVar(&o.prefetch, "prefetch", o.prefetch, "blocks a random read may fetch whole in the background, concurrently (0: fetch only the bytes read)")
 	fl.StringVar(&o.logFile, "log", defaultLogFile(), "log file of a background mount")
 	fl.StringVar(&o.atimeMode, "atime-mode", meta.AtimeNone, "when reads update access times: noatime (never), relatime (as Linux's relatime), strictatime (every open file's first read, every listing)")
 	fl.Var(secondsValue{&o.heartbeat}, "heartbeat", "interval of session heartbeats; a mount silent for 25 heartbeats is cleaned up by the others (use one value on all mounts)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fl.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles over HTTP at this address (e.g. 127.0.0.1:6060)")
 	return cmd
 }
 
@@ -119,6 +130,11 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		return err
 	}
 	log := logger(o.debug)
+	if o.pprof != "" {
+		if err := servePprof(o.pprof, log); err != nil {
+			return err
+		}
+	}
 	ctx := context.Background()
 	st, f, err := openVolume(ctx, metaURL)
 	if err != nil {
@@ -134,7 +150,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		return err
 	}
 	cs := chunk.New(obj, chunk.Config{BlockSize: f.BlockSize << 10, HashPrefix: f.HashPrefix,
-		MaxUploads: o.maxUploads, BufferSize: o.bufferSize})
+		MaxUploads: o.maxUploads, BufferSize: o.bufferSize, MaxReadahead: o.maxReadahead, Prefetch: o.prefetch})
 	host, _ := os.Hostname()
 	mc, err := meta.NewClient(ctx, st, meta.Config{
 		ReadOnly:    o.readOnly,
@@ -148,7 +164,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		return err
 	}
 	v := vfs.New(mc, cs, vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache, DirEntryTimeout: o.dirEntryCache})
-	srv, err := fuse.Mount(v, mp, fuse.Options{FsName: "sluice:" + f.Name, ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL}, log)
+	srv, err := fuse.Mount(v, mp, fuse.Options{FsName: "sluice:" + f.Name, KernelReadahead: kernelReadahead, ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL}, log)
 	if err != nil {
 		mc.Close(ctx)
 		return err

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluicefs/sluice/internal/vfs"
 )
@@ -25,6 +27,10 @@ type Options struct {
 	// permissions with them too, and leaves the umask to Sluice so that
 	// default ACLs can replace it.
 	ACL bool
+	// KernelReadahead is the kernel's readahead for files of the mount,
+	// in bytes (0 keeps the kernel's default, 128 KiB). Setting it needs
+	// root; failing to is logged, not fatal.
+	KernelReadahead int
 }
 
 // Server is a running mount.
@@ -69,7 +75,26 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 		srv.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
 	}
+	if opts.KernelReadahead > 0 {
+		if err := setKernelReadahead(mountPoint, opts.KernelReadahead); err != nil {
+			log.Warn("cannot raise the kernel's readahead; sequential reads will be slower", "err", err)
+		}
+	}
 	return &Server{srv: srv, MountPoint: mountPoint}, nil
+}
+
+// setKernelReadahead sets the readahead of the mount's backing device
+// info, which FUSE caps at 128 KiB at mount time, through sysfs.
+func setKernelReadahead(mountPoint string, bytes int) error {
+	var st unix.Stat_t
+	if err := unix.Stat(mountPoint, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", mountPoint, err)
+	}
+	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	if err := os.WriteFile(path, []byte(strconv.Itoa(bytes>>10)), 0); err != nil {
+		return fmt.Errorf("set readahead: %w", err)
+	}
+	return nil
 }
 
 // Unmount asks the kernel to unmount; it fails while the mount is busy.

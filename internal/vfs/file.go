@@ -17,6 +17,7 @@ type openFile struct {
 	ino    meta.Ino
 	meta   *meta.Client
 	writer *chunk.FileWriter
+	reader *chunk.FileReader
 
 	mu struct {
 		sync.Mutex
@@ -111,6 +112,7 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	if f == nil {
 		f = &openFile{ino: a.Ino, meta: v.Meta}
 		f.writer = v.Store.NewWriter(a.Ino, f)
+		f.reader = v.Store.NewReader(a.Ino)
 		f.mu.chunks = map[uint32][]meta.Slice{}
 		v.mu.files[a.Ino] = f
 	}
@@ -181,6 +183,7 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, size int) ([]byte
 		return nil, nil
 	}
 	n := min(uint64(size), length-off)
+	f.reader.Readahead(ctx, f, off, n, length)
 	buf := make([]byte, n)
 	if err := f.writer.Read(ctx, f, buf, off); err != nil {
 		return nil, err

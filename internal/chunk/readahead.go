@@ -1,0 +1,125 @@
+package chunk
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/chunk/readahead"
+	"github.com/sluicefs/sluice/internal/meta"
+)
+
+// readaheadConcurrency bounds the background block fetches of a mount's
+// readahead.
+const readaheadConcurrency = 16
+
+// fetchTimeout bounds one background block fetch, so that a stuck object
+// store does not pin readahead slots forever.
+const fetchTimeout = 2 * time.Minute
+
+// prefetcher runs the background block fetches of readahead: each block is
+// fetched once (the Store's singleflight joins concurrent readers) into
+// the block cache, and the bytes in flight are bounded.
+type prefetcher struct {
+	s        *Store
+	limit    int64         // bytes of readahead in flight at most
+	inflight atomic.Int64  // bytes being fetched now
+	slots    chan struct{} // concurrent fetches
+}
+
+func newPrefetcher(s *Store, limit int64, concurrency int) *prefetcher {
+	return &prefetcher{s: s, limit: limit, slots: make(chan struct{}, max(concurrency, 1))}
+}
+
+// room returns the bytes readahead may start now.
+func (p *prefetcher) room() int64 { return p.limit - p.inflight.Load() }
+
+// fetch loads block index of slice id (size bytes) into the cache in the
+// background, unless the store is busy with as much readahead as allowed.
+func (p *prefetcher) fetch(id uint64, size uint32, index int) {
+	n := int64(p.s.blockLen(size, index))
+	if p.inflight.Add(n) > p.limit {
+		p.inflight.Add(-n)
+		return
+	}
+	go func() {
+		defer p.inflight.Add(-n)
+		p.slots <- struct{}{}
+		defer func() { <-p.slots }()
+		ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+		defer cancel()
+		// A failed readahead is not an error: the reader fetches the block
+		// itself and reports what goes wrong then.
+		_, _ = p.s.block(ctx, id, size, index)
+	}()
+}
+
+// FileReader is the read state of one open file: its readahead sessions.
+// It is safe for concurrent use.
+type FileReader struct {
+	s   *Store
+	ino meta.Ino
+
+	mu     sync.Mutex
+	policy *readahead.Policy
+}
+
+// NewReader returns the read state of an open file ino.
+func (s *Store) NewReader(ino meta.Ino) *FileReader {
+	return &FileReader{s: s, ino: ino, policy: readahead.New(readahead.Config{
+		Unit: int64(s.conf.BlockSize),
+		Min:  int64(s.conf.BlockSize),
+		Max:  s.conf.MaxReadahead,
+	})}
+}
+
+// Reset forgets the file's read pattern, after a change of its content.
+func (r *FileReader) Reset() {
+	r.mu.Lock()
+	r.policy.Reset()
+	r.mu.Unlock()
+}
+
+// Readahead records a read of n bytes at off of a file of length bytes and
+// starts fetching, in the background, the committed blocks the file's
+// readahead policy expects to be read next. It returns at once.
+func (r *FileReader) Readahead(ctx context.Context, src SliceSource, off, n, length uint64) {
+	if r.s.conf.MaxReadahead <= 0 {
+		return
+	}
+	p := r.s.prefetch
+	r.mu.Lock()
+	rg := r.policy.Read(int64(off), int64(n), int64(length), p.room())
+	r.mu.Unlock()
+	if rg.Empty() {
+		return
+	}
+	r.fetchRange(ctx, src, uint64(rg.Start), uint64(rg.End))
+}
+
+// fetchRange starts fetches of the blocks holding the file's bytes in
+// [start, end). Slice lists come from src (an open file caches them).
+func (r *FileReader) fetchRange(ctx context.Context, src SliceSource, start, end uint64) {
+	bs := uint32(r.s.conf.BlockSize)
+	for off := start; off < end; {
+		idx := uint32(off / meta.ChunkSize)
+		cs := uint32(off % meta.ChunkSize)
+		ce := uint32(min(end-uint64(idx)*meta.ChunkSize, meta.ChunkSize))
+		slices, err := src.ReadChunk(ctx, r.ino, idx)
+		if err != nil {
+			return
+		}
+		for _, g := range meta.Visible(slices, cs, ce) {
+			if g.Slice == nil || g.Slice.Id == 0 {
+				continue
+			}
+			from := g.SliceOff()
+			to := from + (g.End - g.Start)
+			for b := from / bs; b*bs < to; b++ {
+				r.s.prefetch.fetch(g.Slice.Id, g.Slice.Size, int(b))
+			}
+		}
+		off = uint64(idx)*meta.ChunkSize + uint64(ce)
+	}
+}
