@@ -3,6 +3,7 @@ package chunk
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -223,4 +224,51 @@ func firstNonZero(p []byte) int {
 		}
 	}
 	return -1
+}
+
+// TestVisibleRandom checks Visible against a byte-by-byte replay of random
+// slice lists: every byte must read from the newest slice covering it.
+func TestVisibleRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const size = 512
+	for iter := 0; iter < 2000; iter++ {
+		list := make([]meta.Slice, r.IntN(40))
+		for i := range list {
+			pos := uint32(r.IntN(size))
+			n := uint32(r.IntN(size - int(pos) + 1))
+			list[i] = meta.Slice{Pos: pos, Id: uint64(r.IntN(3)), Size: n, Len: n}
+		}
+		start := uint32(r.IntN(size))
+		end := start + uint32(r.IntN(size-int(start)+1))
+		want := make([]int, size) // index of the slice owning each byte, -1 for none
+		for i := range want {
+			want[i] = -1
+		}
+		for i, s := range list {
+			for b := s.Pos; b < s.Pos+s.Len; b++ {
+				want[b] = i
+			}
+		}
+		at := start
+		for _, g := range meta.Visible(list, start, end) {
+			if g.Start != at || g.End <= g.Start {
+				t.Fatalf("iteration %d: segment [%d, %d) does not continue at %d", iter, g.Start, g.End, at)
+			}
+			for b := g.Start; b < g.End; b++ {
+				got := -1
+				for i := range list {
+					if g.Slice == &list[i] {
+						got = i
+					}
+				}
+				if got != want[b] {
+					t.Fatalf("iteration %d: byte %d reads from slice %d, want %d", iter, b, got, want[b])
+				}
+			}
+			at = g.End
+		}
+		if at != end && start != end {
+			t.Fatalf("iteration %d: segments end at %d, want %d", iter, at, end)
+		}
+	}
 }

@@ -1,7 +1,9 @@
 package meta
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"syscall"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -68,32 +70,49 @@ type Segment struct {
 // segment's bytes begin.
 func (g Segment) SliceOff() uint32 { return g.Slice.Off + (g.Start - g.Slice.Pos) }
 
-// Visible replays slices over the chunk range [start, end): later slices
+// Visible replays the slices of list over the chunk range [start, end): later slices
 // cover earlier ones; what no slice covers is a hole. Slices with Id 0 are
-// holes that cover what came before them.
-func Visible(slices []Slice, start, end uint32) []Segment {
-	segs := []Segment{{Start: start, End: end}}
-	for i := range slices {
-		s := &slices[i]
+// holes that cover what came before them. The segments tile [start, end)
+// in order.
+//
+// It walks the list from the newest slice back, keeping the spans no
+// slice has covered yet, and stops once nothing is left uncovered, so a
+// chunk of many small overwrites costs little more than its newest slices.
+func Visible(list []Slice, start, end uint32) []Segment {
+	if start >= end {
+		return nil
+	}
+	var segs []Segment
+	gaps := []span{{start, end}} // uncovered, in order
+	var next []span
+	for i := len(list) - 1; i >= 0 && len(gaps) > 0; i-- {
+		s := &list[i]
 		lo, hi := s.Pos, s.Pos+s.Len
-		if hi <= start || lo >= end || s.Len == 0 {
+		if s.Len == 0 || hi <= gaps[0].start || lo >= gaps[len(gaps)-1].end {
 			continue
 		}
-		next := make([]Segment, 0, len(segs)+2)
-		for _, g := range segs {
-			if g.End <= lo || g.Start >= hi {
+		next = next[:0]
+		for _, g := range gaps {
+			if g.end <= lo || g.start >= hi {
 				next = append(next, g)
 				continue
 			}
-			if g.Start < lo {
-				next = append(next, Segment{g.Start, lo, g.Slice})
+			if g.start < lo {
+				next = append(next, span{g.start, lo})
 			}
-			next = append(next, Segment{max(g.Start, lo), min(g.End, hi), s})
-			if g.End > hi {
-				next = append(next, Segment{hi, g.End, g.Slice})
+			segs = append(segs, Segment{max(g.start, lo), min(g.end, hi), s})
+			if g.end > hi {
+				next = append(next, span{hi, g.end})
 			}
 		}
-		segs = next
+		gaps, next = next, gaps
 	}
+	for _, g := range gaps {
+		segs = append(segs, Segment{Start: g.start, End: g.end})
+	}
+	slices.SortFunc(segs, func(a, b Segment) int { return cmp.Compare(a.Start, b.Start) })
 	return segs
 }
+
+// span is a byte range [start, end) of a chunk.
+type span struct{ start, end uint32 }

@@ -163,33 +163,33 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 	return a, fh, nil
 }
 
-// Read reads up to size bytes at off.
-func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, size int) ([]byte, error) {
+// Read reads up to len(p) bytes at off into p and returns the number of
+// bytes read; fewer at the end of the file.
+func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, error) {
 	h, err := v.handle(fh)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if h.file == nil {
-		return nil, syscall.EBADF
+		return 0, syscall.EBADF
 	}
 	if h.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
-		return nil, syscall.EBADF
+		return 0, syscall.EBADF
 	}
 	f := h.file
 	f.mu.Lock()
 	length := max(f.mu.length, f.writer.PendingEnd())
 	f.mu.Unlock()
 	if off >= length {
-		return nil, nil
+		return 0, nil
 	}
-	n := min(uint64(size), length-off)
+	n := min(uint64(len(p)), length-off)
 	f.reader.Readahead(ctx, f, off, n, length)
-	buf := make([]byte, n)
-	if err := f.writer.Read(ctx, f, buf, off); err != nil {
-		return nil, err
+	if err := f.writer.Read(ctx, f, p[:n], off); err != nil {
+		return 0, err
 	}
 	v.accessed(ctx, h)
-	return buf, nil
+	return int(n), nil
 }
 
 // Write writes data at off.
