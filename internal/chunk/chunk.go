@@ -5,9 +5,13 @@
 //
 // A FileWriter buffers the writes of one open file per chunk and uploads
 // them as slices: all blocks of a slice are stored before the slice is
-// committed to metadata, so metadata never names missing data. Reads
-// replay a chunk's slice list (later slices cover earlier ones, uncovered
-// ranges are zeros) and fetch blocks through an in-memory block cache.
+// committed to metadata, so metadata never names missing data; with
+// writeback, "stored" means staged durably on local disk, and a background
+// uploader moves staged blocks to the object store (also after a crash, on
+// the next Open of the cache directory). Reads replay a chunk's slice list
+// (later slices cover earlier ones, uncovered ranges are zeros) and fetch
+// blocks through the block caches of package cache: memory, then disk
+// (with staged blocks), then the object store.
 package chunk
 
 import (
@@ -16,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
@@ -35,15 +40,49 @@ type Config struct {
 	// BufferSize bounds the bytes buffered by all writers of a mount;
 	// writers flush and wait when it is exceeded.
 	BufferSize int64
-	// CacheSize bounds the in-memory block cache, in bytes.
+
+	// CacheDirs are the directories of the disk block cache (--cache-dir,
+	// split at ':'). Empty, or the single entry "memory", keeps blocks in
+	// memory only.
+	CacheDirs []string
+	// CacheSize bounds the disk cache in bytes, across CacheDirs (default
+	// 100 GiB). With memory only, it bounds the memory cache instead,
+	// unless MemoryCacheSize is set.
 	CacheSize int64
+	// MemoryCacheSize bounds the in-memory block cache in bytes (default
+	// 256 MiB); it sits in front of the disk cache.
+	MemoryCacheSize int64
+	// FreeSpaceRatio is the share of each cache directory's file system
+	// kept free (default 0.1): below it cached blocks are evicted, no new
+	// ones are cached and writeback stops staging.
+	FreeSpaceRatio float64
+	// CachePartialOnly, when set, keeps blocks this mount writes out of
+	// the caches; by default they are cached, as they are often read
+	// again soon.
+	CachePartialOnly bool
+	// Writeback stages written blocks durably in the disk cache and
+	// uploads them in the background; it needs CacheDirs.
+	Writeback bool
+	// StagingLimit bounds the bytes staged for writeback (default
+	// CacheSize); beyond it blocks are uploaded synchronously.
+	StagingLimit int64
+	// VolumeUUID names the volume's subdirectory in each cache directory;
+	// required with CacheDirs.
+	VolumeUUID string
+	// Logger receives background events and errors (staged uploads,
+	// staging full, cache IO); nil discards them.
+	Logger *slog.Logger
 	// MaxReadahead bounds the readahead window of one sequential stream,
 	// in bytes; 0 disables readahead.
 	MaxReadahead int64
-	// Prefetch is the number of blocks fetched concurrently in the
-	// background (readahead); 0 disables whole-block prefetch of random
-	// reads. Negative means the default.
+	// Prefetch is the number of blocks a random read may fetch whole in
+	// the background, concurrently; 0 fetches only the bytes read.
 	Prefetch int
+}
+
+// memoryOnly reports whether the configuration has no disk cache.
+func (c *Config) memoryOnly() bool {
+	return len(c.CacheDirs) == 0 || len(c.CacheDirs) == 1 && c.CacheDirs[0] == "memory"
 }
 
 // Defaults fills unset fields.
@@ -57,41 +96,141 @@ func (c *Config) Defaults() {
 	if c.BufferSize <= 0 {
 		c.BufferSize = 300 << 20
 	}
+	if c.memoryOnly() && c.MemoryCacheSize <= 0 && c.CacheSize > 0 {
+		c.MemoryCacheSize = c.CacheSize
+	}
+	if c.MemoryCacheSize <= 0 {
+		c.MemoryCacheSize = 256 << 20
+	}
 	if c.CacheSize <= 0 {
-		c.CacheSize = 256 << 20
+		c.CacheSize = 100 << 30
+	}
+	if c.FreeSpaceRatio <= 0 {
+		c.FreeSpaceRatio = 0.1
 	}
 	if c.MaxReadahead < 0 {
 		c.MaxReadahead = 0
 	}
 	if c.Prefetch < 0 {
-		c.Prefetch = 4
+		c.Prefetch = 0
 	}
+	if c.StagingLimit <= 0 {
+		c.StagingLimit = c.CacheSize
+	}
+}
+
+// Validate checks a configuration after Defaults.
+func (c *Config) Validate() error {
+	if c.memoryOnly() {
+		if c.Writeback {
+			return errors.New("writeback needs a disk cache directory, not a memory cache")
+		}
+		return nil
+	}
+	if c.FreeSpaceRatio >= 1 {
+		return fmt.Errorf("free-space ratio %v is not below 1", c.FreeSpaceRatio)
+	}
+	if c.VolumeUUID == "" {
+		return errors.New("a disk cache needs the volume UUID")
+	}
+	return nil
 }
 
 // Store reads and writes slices as blocks in an object store.
 type Store struct {
 	obj      object.Store
 	conf     Config
-	cache    *cache.Memory
+	log      *slog.Logger
+	mem      *cache.Memory
+	disk     *cache.Disk // nil with memory only
+	cache    cache.Cache // mem, or mem in front of disk
 	fetches  singleflight.Group
 	uploads  chan struct{} // semaphore of MaxUploads
 	buffers  *budget
+	staged   *stagedUploads // nil with memory only
 	prefetch *prefetcher
 }
 
-// New returns a Store over obj, which already applies the volume's prefix
-// and compression.
-func New(obj object.Store, conf Config) *Store {
+// Open returns a Store over obj, which already applies the volume's prefix
+// and compression. With a disk cache it opens the cache directories and
+// starts uploading the blocks a previous run left staged. Close stops the
+// background work.
+func Open(obj object.Store, conf Config) (*Store, error) {
 	conf.Defaults()
+	if err := conf.Validate(); err != nil {
+		return nil, fmt.Errorf("chunk store: %w", err)
+	}
+	s := newStore(obj, conf)
+	if conf.memoryOnly() {
+		return s, nil
+	}
+	disk, err := cache.NewDisk(cache.DiskConfig{
+		Dirs:           conf.CacheDirs,
+		VolumeUUID:     conf.VolumeUUID,
+		Capacity:       conf.CacheSize,
+		StagingLimit:   conf.StagingLimit,
+		FreeSpaceRatio: conf.FreeSpaceRatio,
+		Logger:         s.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chunk store: %w", err)
+	}
+	s.disk = disk
+	s.cache = cache.NewTiered(s.mem, disk)
+	s.staged = newStagedUploads()
+	if keys := disk.Staged(); len(keys) > 0 {
+		s.log.Info("uploading blocks staged by a previous run", "blocks", len(keys), "bytes", disk.StagedUsed())
+		for _, key := range keys {
+			s.queueUpload(key)
+		}
+	}
+	return s, nil
+}
+
+// newStore returns a Store with a memory cache only.
+func newStore(obj object.Store, conf Config) *Store {
 	s := &Store{
 		obj:     obj,
 		conf:    conf,
-		cache:   cache.NewMemory(conf.CacheSize),
+		log:     conf.Logger,
+		mem:     cache.NewMemory(conf.MemoryCacheSize),
 		uploads: make(chan struct{}, conf.MaxUploads),
 		buffers: newBudget(conf.BufferSize),
 	}
-	s.prefetch = newPrefetcher(s, min(conf.BufferSize, conf.CacheSize/2), readaheadConcurrency)
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.cache = s.mem
+	s.prefetch = newPrefetcher(s, min(conf.BufferSize, conf.MemoryCacheSize/2), readaheadConcurrency)
 	return s
+}
+
+// New is Open for callers that cannot handle an error: when the disk
+// cache cannot be opened it logs why and falls back to a memory cache
+// without writeback (blocks are then uploaded before writes complete).
+func New(obj object.Store, conf Config) *Store {
+	s, err := Open(obj, conf)
+	if err == nil {
+		return s
+	}
+	conf.Defaults()
+	conf.CacheDirs, conf.Writeback = nil, false
+	s = newStore(obj, conf)
+	s.log.Warn("block cache: using memory only", "err", err)
+	return s
+}
+
+// Close stops the background uploads of staged blocks, which the next
+// Store over the same cache directory resumes, and waits for them and for
+// queued cache writes, or for ctx. Call FlushStaged first to upload
+// everything.
+func (s *Store) Close(ctx context.Context) error {
+	if s.disk == nil {
+		return nil
+	}
+	err := s.staged.stop(ctx)
+	s.disk.Close()
+	return err
 }
 
 // BlockSize returns the block size in bytes.
@@ -116,31 +255,43 @@ func (s *Store) key(id uint64, size uint32, index int) string {
 	return BlockKey(id, index, s.blockLen(size, index), s.conf.HashPrefix)
 }
 
-// putBlock uploads block index of slice id, holding an upload slot. Every
-// block but a slice's last is full, so the key follows from len(data).
+// putBlock stores block index of slice id: with writeback it stages the
+// block durably and queues its upload, otherwise (or when staging is full
+// or fails) it uploads it holding an upload slot. Every block but a
+// slice's last is full, so the key follows from len(data). The caches keep
+// a reference to data, which the writer never modifies once its upload has
+// started.
 func (s *Store) putBlock(ctx context.Context, id uint64, index int, data []byte) error {
+	key := BlockKey(id, index, len(data), s.conf.HashPrefix)
+	if s.conf.Writeback && s.stage(key, data) {
+		return nil
+	}
 	select {
 	case s.uploads <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	defer func() { <-s.uploads }()
-	key := BlockKey(id, index, len(data), s.conf.HashPrefix)
 	if err := s.obj.Put(ctx, key, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("upload block %s: %w", key, err)
+	}
+	if !s.conf.CachePartialOnly {
+		s.cache.Put(key, data)
 	}
 	return nil
 }
 
-// block returns the whole of block index of slice id, from the cache or
-// the object store.
+// block returns the whole of block index of slice id, from the caches
+// (memory, then disk and its staged blocks) or the object store, which
+// fills the caches. A cached block of the wrong length is dropped.
 func (s *Store) block(ctx context.Context, id uint64, size uint32, index int) ([]byte, error) {
 	key := s.key(id, size, index)
-	if b, ok := s.cache.Get(key); ok {
+	want := s.blockLen(size, index)
+	if b, ok := s.cached(key, want); ok {
 		return b, nil
 	}
 	v, err, _ := s.fetches.Do(key, func() (any, error) {
-		if b, ok := s.cache.Get(key); ok {
+		if b, ok := s.cached(key, want); ok {
 			return b, nil
 		}
 		r, err := s.obj.Get(ctx, key, 0, -1)
@@ -148,7 +299,6 @@ func (s *Store) block(ctx context.Context, id uint64, size uint32, index int) ([
 			return nil, fmt.Errorf("read block %s: %w", key, err)
 		}
 		defer r.Close()
-		want := s.blockLen(size, index)
 		b := make([]byte, want)
 		if _, err := io.ReadFull(r, b); err != nil {
 			return nil, fmt.Errorf("read block %s: short or failed read: %w", key, err)
@@ -160,6 +310,21 @@ func (s *Store) block(ctx context.Context, id uint64, size uint32, index int) ([
 		return nil, err
 	}
 	return v.([]byte), nil
+}
+
+// cached returns block key from the caches when it has the expected
+// length; a block of another length is removed.
+func (s *Store) cached(key string, want int) ([]byte, bool) {
+	b, ok := s.cache.Get(key)
+	if !ok {
+		return nil, false
+	}
+	if len(b) != want {
+		s.log.Warn("block cache: dropping block of wrong length", "key", key, "len", len(b), "want", want)
+		s.cache.Remove(key)
+		return nil, false
+	}
+	return b, true
 }
 
 // ReadSlice fills p with the bytes of slice id (size bytes long) starting
@@ -183,16 +348,24 @@ func (s *Store) ReadSlice(ctx context.Context, id uint64, size uint32, off uint3
 	return nil
 }
 
-// Delete removes all blocks of slice id of size bytes. Missing blocks are
-// not an error, so a deletion may be repeated.
+// Delete removes all blocks of slice id of size bytes from the object
+// store, the caches and staging. A staged block's upload is cancelled and
+// waited for first, so it cannot store the block after the deletion.
+// Missing blocks are not an error, so a deletion may be repeated.
 func (s *Store) Delete(ctx context.Context, id uint64, size uint32) error {
 	n := (int(size) + s.conf.BlockSize - 1) / s.conf.BlockSize
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.conf.MaxUploads)
 	for i := 0; i < n; i++ {
 		key := s.key(id, size, i)
-		s.cache.Remove(key)
 		g.Go(func() error {
+			if s.disk != nil {
+				if err := s.staged.cancelKey(gctx, key); err != nil {
+					return fmt.Errorf("delete block %s: %w", key, err)
+				}
+				s.disk.Unstage(key)
+			}
+			s.cache.Remove(key)
 			if err := s.obj.Delete(gctx, key); err != nil && !errors.Is(err, object.ErrNotFound) {
 				return fmt.Errorf("delete block %s: %w", key, err)
 			}

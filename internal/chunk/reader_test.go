@@ -157,7 +157,8 @@ func TestReadFaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &faultStore{Store: newMemStore()}
-			e := newEnv(t, f, Config{})
+			// Written blocks stay out of the cache, so reads reach the store.
+			e := newEnv(t, f, Config{CachePartialOnly: true})
 			ino := e.newFile(t, "f")
 			w := e.s.NewWriter(ino, e.c)
 			data := pattern(7, 4*testBlockSize)

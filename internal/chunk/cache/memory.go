@@ -1,6 +1,3 @@
-// Package cache keeps recently used blocks so that repeated and sequential
-// reads do not go back to object storage. Memory is an LRU bounded in
-// bytes; cached slices are shared and must not be modified by callers.
 package cache
 
 import (

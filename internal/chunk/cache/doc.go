@@ -1,0 +1,34 @@
+// Package cache keeps blocks close to the client so that repeated and
+// sequential reads do not go back to object storage, and stages blocks
+// written with --writeback until they are uploaded.
+//
+// Three caches satisfy the small Cache interface: Memory, an LRU bounded in
+// bytes; Disk, files under one or more local directories; and Tiered, which
+// puts a fast cache in front of a slow one. Cached byte slices are shared
+// and must not be modified by callers. A cache never fails an operation of
+// the file system: every error degrades to a miss or to not caching.
+//
+// # Disk layout
+//
+// Each cache directory holds, per volume, <dir>/<volume UUID>/raw/<key>
+// for cached blocks and <dir>/<volume UUID>/rawstaging/<key> for staged
+// blocks, keys being object keys such as chunks/0/1/1234_0_4194304. A key
+// always maps to the same directory (by hash), so a staged block moves into
+// the cache by a rename on one file system.
+//
+// Every file ends with a trailer: a CRC32C per 32 KiB page of data, the
+// data length, and a CRC32C of those two. Reads check the pages they
+// return; a file that is short, corrupt or not in this format is removed
+// and reported as a miss, never returned. Files are written to a temporary
+// name and renamed, so a reader never sees a partial file; staged files
+// are also fsync'd, with their directory, before Stage returns.
+//
+// # Eviction and space
+//
+// Each directory keeps an index of its cached files in least-recently-used
+// order, rebuilt by a background scan after a restart (reads work during
+// the scan: an unindexed key is looked up on disk). A new block is written
+// only when the directory's share of the capacity and the free-space floor
+// (a ratio of its file system's size) allow it after evicting the least
+// recently used blocks; that decision (plan) and the index (lru) do no IO.
+package cache
