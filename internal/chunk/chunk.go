@@ -78,6 +78,11 @@ type Config struct {
 	// Prefetch is the number of blocks a random read may fetch whole in
 	// the background, concurrently; 0 fetches only the bytes read.
 	Prefetch int
+	// RangedReads lets a read of part of a block that no cache holds fetch
+	// only that part from the object store. It only pays when the store
+	// serves ranges cheaply: not through compression or encryption, which
+	// must fetch whole objects anyway.
+	RangedReads bool
 }
 
 // memoryOnly reports whether the configuration has no disk cache.
@@ -201,7 +206,7 @@ func newStore(obj object.Store, conf Config) *Store {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.cache = s.mem
-	s.prefetch = newPrefetcher(s, min(conf.BufferSize, conf.MemoryCacheSize/2), readaheadConcurrency)
+	s.prefetch = newPrefetcher(s, min(conf.BufferSize, conf.MemoryCacheSize/2), readaheadConcurrency, conf.Prefetch)
 	return s
 }
 
@@ -337,11 +342,10 @@ func (s *Store) ReadSlice(ctx context.Context, id uint64, size uint32, off uint3
 	for len(p) > 0 {
 		index := int(off) / bs
 		inBlock := int(off) % bs
-		b, err := s.block(ctx, id, size, index)
-		if err != nil {
+		n := min(len(p), s.blockLen(size, index)-inBlock)
+		if err := s.readBlock(ctx, id, size, index, inBlock, p[:n]); err != nil {
 			return err
 		}
-		n := copy(p, b[inBlock:])
 		p = p[n:]
 		off += uint32(n)
 	}

@@ -18,41 +18,102 @@ const readaheadConcurrency = 16
 // store does not pin readahead slots forever.
 const fetchTimeout = 2 * time.Minute
 
-// prefetcher runs the background block fetches of readahead: each block is
-// fetched once (the Store's singleflight joins concurrent readers) into
-// the block cache, and the bytes in flight are bounded.
+// prefetcher runs the background block fetches of readahead and of
+// whole-block prefetch: each block is fetched once (the Store's
+// singleflight joins concurrent readers) into the block cache, and the
+// bytes in flight are bounded.
 type prefetcher struct {
 	s        *Store
 	limit    int64         // bytes of readahead in flight at most
 	inflight atomic.Int64  // bytes being fetched now
-	slots    chan struct{} // concurrent fetches
+	slots    chan struct{} // concurrent readahead fetches
+	wholes   chan struct{} // concurrent whole-block prefetches (Config.Prefetch)
+
+	mu   sync.Mutex
+	keys map[string]bool // blocks being fetched
 }
 
-func newPrefetcher(s *Store, limit int64, concurrency int) *prefetcher {
-	return &prefetcher{s: s, limit: limit, slots: make(chan struct{}, max(concurrency, 1))}
+func newPrefetcher(s *Store, limit int64, concurrency, prefetch int) *prefetcher {
+	return &prefetcher{s: s, limit: limit, slots: make(chan struct{}, max(concurrency, 1)),
+		wholes: make(chan struct{}, max(prefetch, 1)), keys: map[string]bool{}}
 }
 
 // room returns the bytes readahead may start now.
 func (p *prefetcher) room() int64 { return p.limit - p.inflight.Load() }
 
+// busy reports whether block key is being fetched in the background, so
+// that a reader had better wait for it than fetch the block again.
+func (p *prefetcher) busy(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keys[key]
+}
+
+// claim marks key as being fetched; false when it already is.
+func (p *prefetcher) claim(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.keys[key] {
+		return false
+	}
+	p.keys[key] = true
+	return true
+}
+
+func (p *prefetcher) release(key string) {
+	p.mu.Lock()
+	delete(p.keys, key)
+	p.mu.Unlock()
+}
+
 // fetch loads block index of slice id (size bytes) into the cache in the
-// background, unless the store is busy with as much readahead as allowed.
+// background, unless it is cached or being fetched, or the store is busy
+// with as much readahead as allowed.
 func (p *prefetcher) fetch(id uint64, size uint32, index int) {
+	key := p.s.key(id, size, index)
+	if _, ok := p.s.mem.Get(key); ok {
+		return
+	}
 	n := int64(p.s.blockLen(size, index))
-	if p.inflight.Add(n) > p.limit {
+	if p.inflight.Add(n) > p.limit || !p.claim(key) {
 		p.inflight.Add(-n)
 		return
 	}
 	go func() {
 		defer p.inflight.Add(-n)
+		defer p.release(key)
 		p.slots <- struct{}{}
 		defer func() { <-p.slots }()
-		ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
-		defer cancel()
-		// A failed readahead is not an error: the reader fetches the block
-		// itself and reports what goes wrong then.
-		_, _ = p.s.block(ctx, id, size, index)
+		p.load(id, size, index)
 	}()
+}
+
+// whole starts a background fetch of a whole block after a small read of
+// it, when fewer than Config.Prefetch such fetches are running.
+func (p *prefetcher) whole(id uint64, size uint32, index int) {
+	select {
+	case p.wholes <- struct{}{}:
+	default:
+		return
+	}
+	key := p.s.key(id, size, index)
+	if !p.claim(key) {
+		<-p.wholes
+		return
+	}
+	go func() {
+		defer func() { <-p.wholes }()
+		defer p.release(key)
+		p.load(id, size, index)
+	}()
+}
+
+// load fetches a block into the caches. A failure is not an error: the
+// reader fetches the block itself and reports what goes wrong then.
+func (p *prefetcher) load(id uint64, size uint32, index int) {
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+	defer cancel()
+	_, _ = p.s.block(ctx, id, size, index)
 }
 
 // FileReader is the read state of one open file: its readahead sessions.

@@ -14,13 +14,15 @@ import (
 // getLog records the keys read from the object store it wraps.
 type getLog struct {
 	object.Store
-	mu   sync.Mutex
-	keys []string
+	mu     sync.Mutex
+	keys   []string
+	ranges [][2]int64 // offset and limit of each Get
 }
 
 func (g *getLog) Get(ctx context.Context, key string, off, limit int64) (io.ReadCloser, error) {
 	g.mu.Lock()
 	g.keys = append(g.keys, key)
+	g.ranges = append(g.ranges, [2]int64{off, limit})
 	g.mu.Unlock()
 	return g.Store.Get(ctx, key, off, limit)
 }
@@ -97,6 +99,71 @@ func TestReadahead(t *testing.T) {
 			}
 			if fetched != 1 {
 				t.Fatalf("block 2 was fetched %d times, want once", fetched)
+			}
+		})
+	}
+}
+
+func TestSmallReads(t *testing.T) {
+	e := newEnv(t, nil, Config{})
+	ino := e.newFile(t, "f")
+	w := e.s.NewWriter(ino, e.c)
+	m := &fileModel{}
+	e.write(t, w, m, pattern(2, 2*testBlockSize), 0)
+	e.flush(t, w)
+	id := e.slices(t, ino, 0)[0].Id
+	key := BlockKey(id, 1, testBlockSize, false)
+	const off, n = testBlockSize + 1000, 4096
+
+	tests := []struct {
+		name string
+		conf Config
+		// wantFirst is the (offset, limit) of the read's own Get.
+		wantFirst [2]int64
+		// wantWhole: a whole-block fetch follows in the background.
+		wantWhole bool
+	}{
+		{"whole block without ranged reads", Config{}, [2]int64{0, -1}, false},
+		{"ranged read, no prefetch", Config{RangedReads: true}, [2]int64{1000, n}, false},
+		{"ranged read, then the whole block", Config{RangedReads: true, Prefetch: 1}, [2]int64{1000, n}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log := &getLog{Store: e.obj}
+			tt.conf.BlockSize = testBlockSize
+			s := New(log, tt.conf)
+			p := make([]byte, n)
+			if err := s.ReadFile(e.ctx, e.c, ino, p, off); err != nil {
+				t.Fatalf("ReadFile: %v", err)
+			}
+			assertBytes(t, p, m.bytes(off, n), off)
+			log.mu.Lock()
+			first, keys := log.ranges[0], slices.Clone(log.keys)
+			log.mu.Unlock()
+			if keys[0] != key || first != tt.wantFirst {
+				t.Fatalf("first Get was %s %v, want %s %v", keys[0], first, key, tt.wantFirst)
+			}
+			if !tt.wantWhole {
+				if len(keys) != 1 {
+					t.Fatalf("Gets %q, want only the read's own", keys)
+				}
+				return
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if _, ok := s.mem.Get(key); ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the whole block was not prefetched into the cache")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			log.mu.Lock()
+			whole := log.ranges[1]
+			log.mu.Unlock()
+			if whole != [2]int64{0, -1} {
+				t.Fatalf("prefetch Get %v, want the whole block", whole)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,6 +40,15 @@ type mountOptions struct {
 	pprof         string
 	maxReadahead  int64
 	prefetch      int
+	maxDownloads  int
+	uploadLimit   int64 // Mbps
+	downloadLimit int64 // Mbps
+	cacheDir      string
+	cacheSize     int64
+	freeRatio     float64
+	partialOnly   bool
+	writeback     bool
+	metrics       string
 }
 
 func defaultLogFile() string {
@@ -52,9 +62,23 @@ func defaultLogFile() string {
 	return filepath.Join(home, ".sluice", "sluice.log")
 }
 
+// defaultCacheDir is where blocks are cached on local disk: a system
+// directory for root, one in the home directory for other users.
+func defaultCacheDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/sluiceCache"
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "sluiceCache"
+	}
+	return filepath.Join(home, ".sluice", "cache")
+}
+
 func newMount() *cobra.Command {
 	o := mountOptions{attrCache: time.Second, entryCache: time.Second, dirEntryCache: time.Second,
-		bufferSize: 300 << 20, maxUploads: 20, maxReadahead: 64 << 20, prefetch: 1, heartbeat: 12 * time.Second}
+		bufferSize: 300 << 20, maxUploads: 20, maxReadahead: 64 << 20, prefetch: 1,
+		maxDownloads: 200, cacheDir: defaultCacheDir(), cacheSize: 100 << 30, freeRatio: 0.1, heartbeat: 12 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "mount META-URL MOUNTPOINT",
 		Short: "Mount a volume with FUSE",
@@ -84,12 +108,62 @@ returns once the mount is ready and serves in the background, logging to
 	fl.IntVar(&o.maxUploads, "max-uploads", o.maxUploads, "number of blocks uploaded concurrently")
 	fl.Var(sizeValue{&o.maxReadahead, 1 << 20}, "max-readahead", "largest readahead window of one sequential reader (a plain number is MiB; 0 disables readahead)")
 	fl.IntVar(&o.prefetch, "prefetch", o.prefetch, "blocks a random read may fetch whole in the background, concurrently (0: fetch only the bytes read)")
+	fl.IntVar(&o.maxDownloads, "max-downloads", o.maxDownloads, "number of blocks downloaded concurrently")
+	fl.Int64Var(&o.uploadLimit, "upload-limit", 0, "bandwidth limit of uploads in Mbps (0: the volume's setting, else unlimited)")
+	fl.Int64Var(&o.downloadLimit, "download-limit", 0, "bandwidth limit of downloads in Mbps (0: the volume's setting, else unlimited)")
+	fl.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directories of the local block cache, separated by ':'; 'memory' keeps blocks in memory only")
+	fl.Var(sizeValue{&o.cacheSize, 1 << 20}, "cache-size", "size of the local block cache, across its directories (a plain number is MiB)")
+	fl.Float64Var(&o.freeRatio, "free-space-ratio", o.freeRatio, "share of each cache directory's disk kept free: below it cached blocks are evicted")
+	fl.BoolVar(&o.partialOnly, "cache-partial-only", false, "do not cache blocks this mount writes, or whole blocks read sequentially")
+	fl.BoolVar(&o.writeback, "writeback", false, "acknowledge writes once their blocks are staged durably in the cache directory, and upload in the background (see `sluice umount --flush`)")
+	fl.StringVar(&o.metrics, "metrics", "", "serve object storage metrics in the Prometheus format at this address (e.g. 127.0.0.1:9567)")
 	fl.StringVar(&o.logFile, "log", defaultLogFile(), "log file of a background mount")
 	fl.StringVar(&o.atimeMode, "atime-mode", meta.AtimeNone, "when reads update access times: noatime (never), relatime (as Linux's relatime), strictatime (every open file's first read, every listing)")
 	fl.Var(secondsValue{&o.heartbeat}, "heartbeat", "interval of session heartbeats; a mount silent for 25 heartbeats is cleaned up by the others (use one value on all mounts)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fl.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles over HTTP at this address (e.g. 127.0.0.1:6060)")
 	return cmd
+}
+
+// validate checks the flags that take numbers and paths.
+func (o *mountOptions) validate() error {
+	switch {
+	case o.prefetch < 0:
+		return fmt.Errorf("--prefetch %d: must be 0 or more", o.prefetch)
+	case o.maxReadahead < 0:
+		return fmt.Errorf("--max-readahead: must be 0 or more")
+	case o.maxUploads < 1:
+		return fmt.Errorf("--max-uploads %d: must be 1 or more", o.maxUploads)
+	case o.maxDownloads < 1:
+		return fmt.Errorf("--max-downloads %d: must be 1 or more", o.maxDownloads)
+	case o.uploadLimit < 0 || o.downloadLimit < 0:
+		return fmt.Errorf("--upload-limit and --download-limit must be 0 (unlimited) or more")
+	case o.freeRatio < 0 || o.freeRatio >= 1:
+		return fmt.Errorf("--free-space-ratio %v: must be from 0 to below 1", o.freeRatio)
+	case o.bufferSize < 1<<20:
+		return fmt.Errorf("--buffer-size: must be at least 1 MiB")
+	}
+	if o.cacheSize == 0 {
+		o.cacheDir = "memory"
+	}
+	if o.writeback && o.cacheDir == "memory" {
+		return fmt.Errorf("--writeback needs a --cache-dir on disk (and a --cache-size above 0)")
+	}
+	dirs := filepath.SplitList(o.cacheDir)
+	for i, d := range dirs {
+		if d == "" || d == "memory" && len(dirs) > 1 {
+			return fmt.Errorf("--cache-dir %q: give directories separated by ':', or 'memory' alone", o.cacheDir)
+		}
+		if d != "memory" {
+			abs, err := filepath.Abs(d)
+			if err != nil {
+				return fmt.Errorf("--cache-dir %s: %w", d, err)
+			}
+			dirs[i] = abs
+		}
+	}
+	o.cacheDir = strings.Join(dirs, string(filepath.ListSeparator))
+	return nil
 }
 
 // checkMountPoint refuses a missing mount point, a file, or one that is
@@ -129,6 +203,9 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	if o.atimeMode, err = meta.ParseAtimeMode(o.atimeMode); err != nil {
 		return err
 	}
+	if err := o.validate(); err != nil {
+		return err
+	}
 	log := logger(o.debug)
 	if o.pprof != "" {
 		if err := servePprof(o.pprof, log); err != nil {
@@ -145,12 +222,40 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	obj, err := volumeStore(bucket, f)
+	obj, objMetrics, err := mountStore(bucket, f, o, log)
 	if err != nil {
 		return err
 	}
-	cs := chunk.New(obj, chunk.Config{BlockSize: f.BlockSize << 10, HashPrefix: f.HashPrefix,
-		MaxUploads: o.maxUploads, BufferSize: o.bufferSize, MaxReadahead: o.maxReadahead, Prefetch: o.prefetch})
+	if o.metrics != "" {
+		if err := serveMetrics(o.metrics, objMetrics, log); err != nil {
+			return err
+		}
+	}
+	cs, err := chunk.Open(obj, chunk.Config{
+		BlockSize:        f.BlockSize << 10,
+		HashPrefix:       f.HashPrefix,
+		MaxUploads:       o.maxUploads,
+		BufferSize:       o.bufferSize,
+		MemoryCacheSize:  o.bufferSize,
+		CacheDirs:        filepath.SplitList(o.cacheDir),
+		CacheSize:        o.cacheSize,
+		FreeSpaceRatio:   o.freeRatio,
+		CachePartialOnly: o.partialOnly,
+		Writeback:        o.writeback,
+		VolumeUUID:       f.UUID,
+		MaxReadahead:     o.maxReadahead,
+		Prefetch:         o.prefetch,
+		RangedReads:      (f.Compression == "" || f.Compression == "none") && f.EncryptKey == "",
+		Logger:           log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := cs.Close(context.Background()); cerr != nil {
+			log.Warn("closing the block cache", "err", cerr)
+		}
+	}()
 	host, _ := os.Hostname()
 	mc, err := meta.NewClient(ctx, st, meta.Config{
 		ReadOnly:    o.readOnly,
@@ -163,7 +268,10 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	v := vfs.New(mc, cs, vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache, DirEntryTimeout: o.dirEntryCache})
+	v := vfs.New(mc, cs, vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache, DirEntryTimeout: o.dirEntryCache,
+		Controls: map[string]vfs.Control{
+			"flush": func(ctx context.Context, _ meta.Ino, _ []byte) error { return cs.FlushStaged(ctx) },
+		}})
 	srv, err := fuse.Mount(v, mp, fuse.Options{FsName: "sluice:" + f.Name, KernelReadahead: kernelReadahead, ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL}, log)
 	if err != nil {
 		mc.Close(ctx)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +13,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicefs/sluice/internal/vfs"
 )
 
 func newUmount() *cobra.Command {
-	var force bool
+	var force, flush bool
 	cmd := &cobra.Command{
 		Use:     "umount MOUNTPOINT",
 		Aliases: []string{"unmount"},
@@ -23,14 +27,45 @@ func newUmount() *cobra.Command {
 		Long: `Unmount the volume mounted at MOUNTPOINT. Data written by closed files is
 already committed; the mounting process finishes and ends its session. A busy
 mount point (open files, a shell inside it) is refused unless --force is
-given, which detaches it at once.`,
+given, which detaches it at once.
+
+A mount with --writeback may hold blocks staged in its cache directory that
+are not uploaded yet; without --flush they stay there and the next mount of
+that cache directory uploads them. --flush waits until every staged block is
+uploaded before unmounting.`,
 		Args: exactArgs(1, "MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if flush {
+				if err := flushStaged(cmd.ErrOrStderr(), args[0]); err != nil {
+					return err
+				}
+			}
 			return runUmount(args[0], force)
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "unmount even if busy (lazy detach; processes using it get errors)")
+	cmd.Flags().BoolVar(&flush, "flush", false, "upload every block staged by --writeback before unmounting")
 	return cmd
+}
+
+// flushStaged asks the mount at mp to upload its staged blocks and waits
+// until it has, through the mount's control attribute.
+func flushStaged(log io.Writer, mp string) error {
+	abs, err := filepath.Abs(mp)
+	if err != nil {
+		return err
+	}
+	if _, ok := mountedAt(abs); !ok {
+		return fmt.Errorf("%s is not mounted", abs)
+	}
+	fmt.Fprintf(log, "Uploading the blocks staged by %s ...\n", abs)
+	if err := unix.Setxattr(abs, vfs.ControlPrefix+"flush", []byte("1"), 0); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			return fmt.Errorf("--flush %s: only root can ask a mount to flush", abs)
+		}
+		return fmt.Errorf("--flush %s: %w", abs, err)
+	}
+	return nil
 }
 
 func runUmount(mp string, force bool) error {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
@@ -10,6 +11,7 @@ import (
 	"github.com/sluicefs/sluice/internal/object"
 	objall "github.com/sluicefs/sluice/internal/object/all"
 	"github.com/sluicefs/sluice/internal/object/compress"
+	"github.com/sluicefs/sluice/internal/object/encrypt"
 	"github.com/sluicefs/sluice/internal/object/prefix"
 )
 
@@ -38,8 +40,21 @@ func openBucket(f *meta.Format) (object.Store, error) {
 }
 
 // volumeStore wraps a bucket the way the volume's data is laid out: every
-// key under "NAME/", blocks compressed as the volume says.
+// key under "NAME/", blocks compressed as the volume says, then encrypted
+// when the volume has a key.
 func volumeStore(bucket object.Store, f *meta.Format) (object.Store, error) {
 	s := prefix.New(bucket, f.Name+"/")
+	if f.EncryptKey != "" {
+		key, err := encrypt.ParsePrivateKey([]byte(f.EncryptKey), []byte(os.Getenv(encrypt.PassphraseEnv)))
+		if err != nil {
+			if f.KeyEncrypted && os.Getenv(encrypt.PassphraseEnv) == "" {
+				return nil, fmt.Errorf("the volume's encryption key is protected by a passphrase: set %s", encrypt.PassphraseEnv)
+			}
+			return nil, fmt.Errorf("the volume's encryption key: %w", err)
+		}
+		if s, err = encrypt.New(s, key, f.EncryptAlgo); err != nil {
+			return nil, err
+		}
+	}
 	return compress.New(s, f.Compression)
 }

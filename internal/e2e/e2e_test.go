@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,10 @@ func (v *volume) mountAt(t *testing.T, mnt string, args ...string) {
 	t.Helper()
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Contains(args, "--cache-dir") {
+		// Each mount gets its own cache, kept with the test's files.
+		args = append(args, "--cache-dir", filepath.Join(v.dir, "cache-"+filepath.Base(mnt)))
 	}
 	mustSluice(t, append([]string{"mount", "-d", v.metaURL, mnt, "--log", v.log}, args...)...)
 	t.Cleanup(func() {

@@ -78,6 +78,7 @@ func TestFsx(t *testing.T) {
 		mountArgs []string
 	}{
 		{"plain", nil},
+		{"writeback", []string{"--writeback"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			v := newVolume(t, "--block-size", "64K")

@@ -31,6 +31,9 @@ type Config struct {
 	AttrTimeout     time.Duration
 	EntryTimeout    time.Duration
 	DirEntryTimeout time.Duration
+	// Controls are the actions root may ask of the mount by setting
+	// extended attributes named ControlPrefix+name (see Control).
+	Controls map[string]Control
 }
 
 // VFS is one mounted volume.
@@ -186,6 +189,9 @@ func (v *VFS) ListXattr(ctx context.Context, ino meta.Ino) ([]string, error) {
 
 // SetXattr sets an extended attribute.
 func (v *VFS) SetXattr(ctx context.Context, ino meta.Ino, name string, value []byte, flags uint32) error {
+	if ok, err := v.control(ctx, ino, name, value); ok {
+		return err
+	}
 	return v.Meta.SetXattr(ctx, ino, name, value, flags)
 }
 

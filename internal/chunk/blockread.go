@@ -1,0 +1,57 @@
+package chunk
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// readBlock fills p with the bytes of block index of slice id (size bytes
+// long) starting at off within the block. The order of sources:
+//
+//   - the memory cache;
+//   - the whole block, when p is all of it or a fetch of it is under way
+//     (readahead), which fills the caches;
+//   - the disk cache, reading and checking only the pages p covers;
+//   - with RangedReads, a ranged GET of just p from the object store,
+//     starting a background fetch of the whole block when Prefetch allows,
+//     so that neighbouring reads find it cached;
+//   - otherwise the whole block from the object store.
+func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, off int, p []byte) error {
+	key := s.key(id, size, index)
+	want := s.blockLen(size, index)
+	if b, ok := s.mem.Get(key); ok && len(b) == want {
+		copy(p, b[off:])
+		return nil
+	}
+	if len(p) < want && !s.prefetch.busy(key) {
+		if s.disk != nil && s.disk.ReadAt(key, p, int64(off)) {
+			return nil
+		}
+		if s.conf.RangedReads {
+			if s.conf.Prefetch > 0 {
+				s.prefetch.whole(id, size, index)
+			}
+			return s.readRange(ctx, key, off, p)
+		}
+	}
+	b, err := s.block(ctx, id, size, index)
+	if err != nil {
+		return err
+	}
+	copy(p, b[off:])
+	return nil
+}
+
+// readRange fills p with the bytes of object key at off.
+func (s *Store) readRange(ctx context.Context, key string, off int, p []byte) error {
+	r, err := s.obj.Get(ctx, key, int64(off), int64(len(p)))
+	if err != nil {
+		return fmt.Errorf("read block %s at %d: %w", key, off, err)
+	}
+	defer r.Close()
+	if _, err := io.ReadFull(r, p); err != nil {
+		return fmt.Errorf("read block %s at %d: short or failed read: %w", key, off, err)
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/sluicefs/sluice/internal/object/metrics"
+)
+
+// servePprof serves Go's runtime profiles at addr in the background, for
+// `go tool pprof http://ADDR/debug/pprof/profile`.
+func servePprof(addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() {
+		if err := http.Serve(ln, mux); err != nil {
+			log.Warn("pprof server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// serveMetrics serves the object storage metrics of a mount at addr/metrics
+// in the Prometheus text format, in the background.
+func serveMetrics(addr string, m *metrics.Store, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		if err := m.WriteText(w); err != nil {
+			log.Warn("metrics: write", "err", err)
+		}
+	})
+	go func() {
+		if err := http.Serve(ln, mux); err != nil {
+			log.Warn("metrics server stopped", "err", err)
+		}
+	}()
+	return nil
+}
