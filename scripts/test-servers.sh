@@ -2,8 +2,8 @@
 # Usage: scripts/test-servers.sh CMD [ARGS...]
 #
 # Starts throwaway test servers on loopback (Redis, a 3-master Redis Cluster,
-# PostgreSQL, MariaDB, etcd, a 3-node etcd cluster and, when versitygw is
-# installed, S3), exports their URLs in the SLUICE_TEST_* variables that
+# PostgreSQL, MariaDB, etcd, a 3-node etcd cluster and S3: MinIO when a
+# minio binary is there, else versitygw), exports their URLs in the SLUICE_TEST_* variables that
 # internal/testserver reads, runs CMD, stops every server it started (by PID,
 # also on failure, Ctrl-C or SIGTERM) and exits with CMD's status. `make test`
 # runs the test suite through it.
@@ -12,8 +12,9 @@
 #
 # A server whose binary is missing is skipped with a loud SKIPPING line (its
 # variable stays unset, and the Go tests that need it skip), except under
-# CI=true, where every server but S3 is required and the script fails before
-# running CMD. A server that is installed but fails to start always fails
+# CI=true, where every server is required and the script fails before
+# running CMD. The S3 servers are looked up on PATH, then in
+# $SLUICE_CI_CACHE/bin (default ~/.cache/sluice-ci/bin), $GOBIN and ~/go/bin. A server that is installed but fails to start always fails
 # the script, with the tail of its log.
 #
 # Settings (environment):
@@ -24,6 +25,7 @@
 #   SLUICE_TEST_STARTUP_TIMEOUT=S              seconds each server gets to become ready (30)
 #   SLUICE_TEST_KEEP=1                         keep the temporary directory
 #   SLUICE_TEST_PG_BIN=DIR                     PostgreSQL binaries (default /usr/lib/postgresql/15/bin)
+#   SLUICE_TEST_S3_SERVER=minio|versitygw      which S3 server to start (default: minio if present)
 
 # Functions run from traps and readiness polls look unreachable to shellcheck.
 # shellcheck disable=SC2317
@@ -472,43 +474,65 @@ start_etcds() {
   start_etcd_set etcd-cluster SLUICE_TEST_ETCD_CLUSTER 3
 }
 
+S3_DIRS=("${SLUICE_CI_CACHE:-$HOME/.cache/sluice-ci}/bin" "${GOBIN:-}" "$HOME/go/bin")
+s3_bin() { # s3_bin NAME: path of the S3 server NAME on PATH or in a cache directory
+  local d
+  if command -v "$1" 2>/dev/null; then return 0; fi
+  for d in "${S3_DIRS[@]}"; do
+    if [[ -n $d && -x $d/$1 ]]; then echo "$d/$1"; return 0; fi
+  done
+  return 1
+}
+
+s3_server() { # s3_server: "minio PATH" or "versitygw PATH" (MinIO preferred), or nothing
+  local b want=${SLUICE_TEST_S3_SERVER:-}
+  if [[ -z $want || $want == minio ]] && b=$(s3_bin minio); then echo "minio $b"; return 0; fi
+  if [[ -z $want || $want == versitygw ]] && b=$(s3_bin versitygw); then echo "versitygw $b"; return 0; fi
+  return 1
+}
+
 start_s3() {
   wanted s3 SLUICE_TEST_S3 || return 0
-  local vgw="" d
-  for d in "$(command -v versitygw 2>/dev/null)" "${GOBIN:+$GOBIN/versitygw}" "$HOME/go/bin/versitygw"; do
-    if [[ -n $d && -x $d ]]; then vgw=$d; break; fi
-  done
-  if [[ -z $vgw ]]; then
-    if $CI_MODE; then
-      log "NOTE: S3 not started: versitygw is not installed (not yet required under CI; SLUICE_TEST_S3 stays unset)"
-    else
-      log "SKIPPING s3: versitygw not installed (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)"
-    fi
+  local kind bin
+  if ! find_bin curl >/dev/null; then
+    missing s3 "curl (apt curl)"
     return 0
   fi
-  local p dir=$WORK/s3 bucket=sluice-test ak sk
+  if ! read -r kind bin < <(s3_server); then
+    missing s3 "an S3 server (versitygw: go install github.com/versity/versitygw/cmd/versitygw@v1.8.0; or minio)"
+    return 0
+  fi
+  local p dir=$WORK/s3 bucket=sluice-test ak sk pid domain=localhost
   ak=sluice$(od -An -tx1 -N6 /dev/urandom | tr -d ' \n')
   sk=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
   mkdir -p "$dir/root"
   free_port p
-  spawn s3 TERM "$dir/versitygw.log" env ROOT_ACCESS_KEY="$ak" ROOT_SECRET_KEY="$sk" \
-    "$vgw" --port "127.0.0.1:$p" posix "$dir/root"
-  local pid=$LAST_PID
-  if command -v curl >/dev/null 2>&1; then
-    local -a sig=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$ak:$sk" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
-    wait_ready s3 "$dir/versitygw.log" "$pid" curl -s -o /dev/null --max-time 3 "http://127.0.0.1:$p/"
-    # Create the bucket through the API, so it gets the owner and ACL the posix backend keeps.
-    if ! curl -sS -f --max-time 10 -X PUT "${sig[@]}" "http://127.0.0.1:$p/$bucket" >"$dir/create.log" 2>&1; then
-      fail_start s3 "$dir/create.log" "creating bucket $bucket failed"
-    fi
-    wait_ready s3 "$dir/versitygw.log" "$pid" curl -sf -o /dev/null --max-time 3 "${sig[@]}" \
-      "http://127.0.0.1:$p/$bucket?list-type=2"
+  local -a sig=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$ak:$sk" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+  # Both serve path-style requests on 127.0.0.1 and virtual-host style ones
+  # for BUCKET.localhost (SLUICE_TEST_S3_VIRTUAL_DOMAIN).
+  if [[ $kind == minio ]]; then
+    local cp
+    free_port cp
+    spawn s3 TERM "$dir/minio.log" env MINIO_ROOT_USER="$ak" MINIO_ROOT_PASSWORD="$sk" MINIO_DOMAIN="$domain" \
+      MINIO_BROWSER=off MINIO_UPDATE=off "$bin" server "$dir/root" --quiet \
+      --address "127.0.0.1:$p" --console-address "127.0.0.1:$cp"
+    pid=$LAST_PID
+    wait_ready s3 "$dir/minio.log" "$pid" curl -sf -o /dev/null --max-time 3 "http://127.0.0.1:$p/minio/health/ready"
   else
-    mkdir -p "$dir/root/$bucket" # the posix backend serves each directory as a bucket
-    wait_ready s3 "$dir/versitygw.log" "$pid" bash -c "exec 3<>/dev/tcp/127.0.0.1/$p"
+    spawn s3 TERM "$dir/versitygw.log" env ROOT_ACCESS_KEY="$ak" ROOT_SECRET_KEY="$sk" \
+      "$bin" --port "127.0.0.1:$p" --virtual-domain "$domain" --quiet posix "$dir/root"
+    pid=$LAST_PID
+    wait_ready s3 "$dir/versitygw.log" "$pid" curl -s -o /dev/null --max-time 3 "http://127.0.0.1:$p/"
   fi
+  # Create the bucket through the API, so it gets the owner and ACL the server keeps.
+  if ! curl -sS -f --max-time 10 -X PUT "${sig[@]}" "http://127.0.0.1:$p/$bucket" >"$dir/create.log" 2>&1; then
+    fail_start s3 "$dir/create.log" "creating bucket $bucket failed"
+  fi
+  wait_ready s3 "$dir/create.log" "$pid" curl -sf -o /dev/null --max-time 3 "${sig[@]}" \
+    "http://127.0.0.1:$p/$bucket?list-type=2"
   export SLUICE_TEST_S3="http://$ak:$sk@127.0.0.1:$p/$bucket"
-  announce s3 "$SLUICE_TEST_S3" "$pid"
+  export SLUICE_TEST_S3_VIRTUAL_DOMAIN=$domain
+  announce s3 "$SLUICE_TEST_S3 ($kind)" "$pid"
 }
 
 preflight() { # under CI=true, name every missing binary at once, before starting anything
@@ -531,6 +555,10 @@ preflight() { # under CI=true, name every missing binary at once, before startin
     find_bin etcd >/dev/null || gone+=("etcd (apt etcd-server)")
     find_bin etcdctl >/dev/null || gone+=("etcdctl (apt etcd-client)")
   fi
+  if [[ $SKIP != *" s3 "* && -z ${SLUICE_TEST_S3:-} ]]; then
+    s3_server >/dev/null || gone+=("an S3 server: versitygw (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0) or minio")
+    find_bin curl >/dev/null || gone+=("curl (apt curl)")
+  fi
   ((${#gone[@]})) || return 0
   log "ERROR: CI=true requires every test server, but these are not installed:"
   for b in "${gone[@]}"; do log "  - $b"; done
@@ -544,7 +572,7 @@ preflight
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sluice-test-servers.XXXXXX")
 chmod 755 "$WORK" # servers running as another user (postgres) need to reach their directories
 t0=$SECONDS
-log "starting test servers in $WORK$($CI_MODE && echo ' (CI=true: all but S3 required)')"
+log "starting test servers in $WORK$($CI_MODE && echo ' (CI=true: all required)')"
 start_redises
 start_postgres
 start_mysql

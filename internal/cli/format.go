@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -19,15 +20,18 @@ import (
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
 	"github.com/sluicefs/sluice/internal/object"
+	objall "github.com/sluicefs/sluice/internal/object/all"
 	"github.com/sluicefs/sluice/internal/object/prefix"
 )
 
 type formatOptions struct {
 	storage    string
 	bucket     string
+	keys       credentials
 	blockSize  int64
 	compress   string
 	trashDays  int
+	trashSet   bool // --trash-days was given: a re-format changes it
 	capacity   int64
 	inodes     uint64
 	hashPrefix bool
@@ -66,18 +70,23 @@ META-URL examples:
 NAME is 3-63 lower-case letters, digits and '-'; all objects of the volume
 are stored under NAME/ in the bucket.`,
 		Example: `  sluice format sqlite3://vol.db myvol --bucket /data/sluice
-  sluice format sqlite3://vol.db myvol --block-size 1M --compress lz4`,
+  sluice format sqlite3://vol.db myvol --block-size 1M --compress lz4
+  sluice format redis://127.0.0.1/1 myvol --storage s3 --bucket http://127.0.0.1:9000/mybucket \
+      --access-key AK --secret-key SK         (or ACCESS_KEY=AK SECRET_KEY=SK sluice format ...)`,
 		Args: exactArgs(2, "META-URL and NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.trashSet = cmd.Flags().Changed("trash-days")
 			return runFormat(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], &o)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.storage, "storage", o.storage, "object storage type (file, mem)")
-	fl.StringVar(&o.bucket, "bucket", "", "bucket of the storage: for file, a directory (default "+defaultBucket()+")")
+	fl.StringVar(&o.storage, "storage", o.storage, "object storage type: "+strings.Join(objall.Storages(), ", "))
+	fl.StringVar(&o.bucket, "bucket", "", "bucket of the storage: for file, a directory (default "+defaultBucket()+
+		"); for s3, a URL: http://HOST:PORT/BUCKET or https://BUCKET.HOST[?region=R]")
+	o.keys.addFlags(fl)
 	fl.Var(sizeValue{&o.blockSize, 1 << 10}, "block-size", "size of data blocks: a power of two from 64K to 16M; a plain number is KiB")
 	fl.StringVar(&o.compress, "compress", o.compress, "compression of data blocks: none, lz4 or zstd")
-	fl.IntVar(&o.trashDays, "trash-days", 0, "days deleted files stay in the trash; only 0 (delete at once) is supported so far")
+	fl.IntVar(&o.trashDays, "trash-days", 1, "days deleted files stay in /.trash before their data is deleted (0: delete at once; default 1, as JuiceFS; a re-format keeps the old value unless given)")
 	fl.Var(sizeValue{&o.capacity, 1 << 30}, "capacity", "hard limit of the volume's space; a plain number is GiB (0: unlimited)")
 	fl.Uint64Var(&o.inodes, "inodes", 0, "hard limit of the number of files (0: unlimited)")
 	fl.BoolVar(&o.hashPrefix, "hash-prefix", false, "spread block keys over 256 prefixes (helps some object stores scale)")
@@ -96,11 +105,18 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 }
 
 func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *formatOptions) error {
-	if o.trashDays != 0 {
-		return errors.New("--trash-days: the trash is not implemented yet; use 0 (files are deleted at once)")
+	if o.trashDays < 0 {
+		return fmt.Errorf("--trash-days %d: use 0 (delete at once) or more days", o.trashDays)
 	}
 	if o.bucket == "" {
+		if o.storage != "file" && o.storage != "mem" && slices.Contains(objall.Storages(), o.storage) {
+			return fmt.Errorf("--bucket is required for %s storage", o.storage)
+		}
 		o.bucket = defaultBucket()
+	}
+	keys := o.keys.withEnv()
+	if o.storage == "s3" {
+		o.bucket, keys = moveURLCredentials(o.bucket, keys)
 	}
 	if o.storage == "file" {
 		abs, err := filepath.Abs(o.bucket)
@@ -114,6 +130,7 @@ func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *form
 	}
 	f := &meta.Format{
 		Name: name, UUID: uuid.NewString(), Storage: o.storage, Bucket: o.bucket,
+		AccessKey: keys.accessKey, SecretKey: keys.secretKey, SessionToken: keys.sessionToken,
 		BlockSize: int(o.blockSize >> 10), Compression: o.compress, HashPrefix: o.hashPrefix,
 		Capacity: uint64(o.capacity), Inodes: o.inodes, TrashDays: o.trashDays, MetaVersion: meta.MetaVersion,
 		EnableACL: o.enableACL,
@@ -138,15 +155,25 @@ func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *form
 		old = nil
 	} else {
 		f.UUID = old.UUID
+		if !o.trashSet {
+			f.TrashDays = old.TrashDays
+		}
+		if f.AccessKey == "" && f.SecretKey == "" && f.SessionToken == "" {
+			// Re-formatting without keys keeps the stored ones.
+			f.AccessKey, f.SecretKey, f.SessionToken = old.AccessKey, old.SecretKey, old.SessionToken
+		}
 	}
 
-	bucket, err := openBucket(f)
+	// The keys given to format (flags, else environment) are the ones to
+	// check and store: openBucket's environment override is for later runs.
+	bucket, err := objall.Open(f.Storage, f.Bucket, objall.Options{
+		AccessKey: f.AccessKey, SecretKey: f.SecretKey, SessionToken: f.SessionToken})
 	if err != nil {
-		return cleanupNew(st, metaURL, existed, err)
+		return cleanupNew(st, metaURL, existed, fmt.Errorf("object storage: %w", err))
 	}
 	if c, ok := bucket.(object.Creator); ok {
 		if err := c.Create(ctx); err != nil {
-			return cleanupNew(st, metaURL, existed, fmt.Errorf("create bucket %s: %w", bucket, err))
+			return cleanupNew(st, metaURL, existed, fmt.Errorf("create bucket: %w", err))
 		}
 	}
 	vol := prefix.New(bucket, f.Name+"/")

@@ -31,6 +31,10 @@ Quick start:
 		SilenceErrors: true,
 	}
 	root.AddCommand(newFormat(), newMount(), newUmount(), newStatus(), newVersion())
+	root.AddCommand(newGC())
+	root.AddCommand(newFsck())
+	root.AddCommand(newCompact())
+	root.AddCommand(newObjbench())
 	return root
 }
 

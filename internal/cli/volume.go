@@ -30,9 +30,13 @@ func openVolume(ctx context.Context, metaURL string) (store.Store, *meta.Format,
 	return st, f, nil
 }
 
-// openBucket opens the volume's raw bucket, without prefix or compression.
+// openBucket opens the volume's raw bucket, without prefix or compression,
+// with the stored keys; the environment variables ACCESS_KEY, SECRET_KEY
+// and SESSION_TOKEN override them when set.
 func openBucket(f *meta.Format) (object.Store, error) {
-	s, err := objall.Open(f.Storage, f.Bucket)
+	c := credentials{accessKey: f.AccessKey, secretKey: f.SecretKey, sessionToken: f.SessionToken}.envOverride()
+	s, err := objall.Open(f.Storage, f.Bucket, objall.Options{
+		AccessKey: c.accessKey, SecretKey: c.secretKey, SessionToken: c.sessionToken})
 	if err != nil {
 		return nil, fmt.Errorf("object storage: %w", err)
 	}

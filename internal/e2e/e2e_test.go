@@ -137,6 +137,11 @@ func newVolumeOn(t *testing.T, engine string, formatArgs ...string) *volume {
 	if err := os.Mkdir(v.mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if !slices.Contains(formatArgs, "--trash-days") {
+		// These tests check deletions and whole listings of the root;
+		// trash_test.go covers the trash.
+		formatArgs = append(formatArgs, "--trash-days", "0")
+	}
 	mustSluice(t, append([]string{"format", v.metaURL, "vol", "--bucket", v.bucket}, formatArgs...)...)
 	return v
 }

@@ -51,12 +51,21 @@ type Config struct {
 	// files it kept open after unlink). Default 25 heartbeats (5 minutes
 	// with the default heartbeat).
 	SessionTimeout time.Duration
-	// Now tells the time for session expiry; tests move it. Default
-	// time.Now.
+	// Now tells the time for session expiry and for the trash (the hour
+	// directory a deleted file goes to, and expiry); tests move it.
+	// Default time.Now.
 	Now func() time.Time
 	// DeleteSlice removes the stored blocks of a slice whose last reference
-	// is gone. Nil leaves deletions queued.
+	// is gone. Nil leaves deletions queued. It is called from several
+	// goroutines at once.
 	DeleteSlice func(ctx context.Context, id uint64, size uint32) error
+	// DeleteWorkers bounds how many slices are deleted at once. Default 10.
+	DeleteWorkers int
+	// TruncateSyncBatches is how many bounded transactions a truncation
+	// spends dropping the chunks past the new end before it returns; the
+	// background drops the rest. Default 64 (at least 1536 chunks, 96 GiB
+	// of a densely written file); negative leaves all to the background.
+	TruncateSyncBatches int
 	// SessionInfo describes the mount for `sluice status`.
 	SessionInfo SessionInfo
 	// DirMtimeSkip lets a change of a directory's entries leave its times
@@ -98,6 +107,14 @@ type Client struct {
 	flushMu sync.RWMutex
 
 	sid uint64
+
+	// trashDays is the volume's TrashDays, reloaded about once a minute
+	// so that a re-format changes it under live mounts.
+	trashDays atomic.Int32
+
+	// delMu serializes rounds of the deletion queues (background and
+	// FlushDeletions), so that one client never works on a slice twice.
+	delMu sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -165,6 +182,11 @@ func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool,
 		} else {
 			return err
 		}
+		if f.TrashDays > 0 {
+			if err := ensureTrashTx(tx); err != nil {
+				return err
+			}
+		}
 		nb, err := json.Marshal(f)
 		if err != nil {
 			return err
@@ -194,10 +216,17 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	if conf.Now == nil {
 		conf.Now = time.Now
 	}
+	if conf.DeleteWorkers <= 0 {
+		conf.DeleteWorkers = 10
+	}
+	if conf.TruncateSyncBatches == 0 {
+		conf.TruncateSyncBatches = 64
+	}
 	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, done: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	c.trashDays.Store(int32(f.TrashDays))
 	c.mu.open = map[Ino]int{}
 	c.mu.sustained = map[Ino]bool{}
 	if !conf.ReadOnly {
@@ -347,7 +376,7 @@ func (c *Client) flushUsage(ctx context.Context) error {
 }
 
 // background owns the periodic work of a client: usage flushes,
-// heartbeats and data deletion. It stops when ctx is cancelled.
+// heartbeats, data deletion and trash expiry. It stops when ctx is cancelled.
 func (c *Client) background(ctx context.Context) {
 	defer close(c.done)
 	if c.conf.ReadOnly {
@@ -357,6 +386,7 @@ func (c *Client) background(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastBeat := time.Now()
+	lastTrash := time.Now() // first expiry a minute after mounting
 	for {
 		select {
 		case <-ctx.Done():
@@ -377,6 +407,12 @@ func (c *Client) background(ctx context.Context) {
 		}
 		if err := c.processDeletions(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("delete data", "err", err)
+		}
+		if time.Since(lastTrash) >= time.Minute {
+			lastTrash = time.Now()
+			if _, err := c.ExpireTrash(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("expire trash", "err", err)
+			}
 		}
 	}
 }

@@ -33,6 +33,9 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 	if isDot(name) {
 		return nil, syscall.EEXIST
 	}
+	if err := checkNewEntry(parent, name); err != nil {
+		return nil, err
+	}
 	if nn.Type < store.TypeFile || nn.Type > store.TypeSocket {
 		return nil, syscall.EINVAL
 	}
@@ -115,6 +118,9 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 	}
 	if isDot(name) {
 		return nil, syscall.EEXIST
+	}
+	if err := checkNewEntry(newParent, name); err != nil {
+		return nil, err
 	}
 	cred := CredOf(ctx)
 	var out *Attr

@@ -29,28 +29,33 @@ func (c *Client) Write(ctx context.Context, ino Ino, idx uint32, s Slice) (*Attr
 	end := uint64(idx)*ChunkSize + uint64(s.Pos) + uint64(s.Len)
 	var grow int64
 	var out *Attr
-	err := c.st.Update(ctx, func(tx store.Tx) error {
-		n, err := node(tx, ino)
-		if err != nil {
-			return err
-		}
-		if n.Type != store.TypeFile {
-			return syscall.EBADF
-		}
-		grow = 0
-		if end > n.Length {
-			if err := c.checkSpaceQuota(tx, align4K(end)-align4K(n.Length)); err != nil {
+	err := c.extending(ctx, ino, func() error {
+		return c.st.Update(ctx, func(tx store.Tx) error {
+			n, err := node(tx, ino)
+			if err != nil {
 				return err
 			}
-			grow = align4K(end) - align4K(n.Length)
-			n.Length = end
-		}
-		tx.AppendSlice(ino, idx, s)
-		sec, nsec := stamp()
-		touchMtime(n, sec, nsec)
-		tx.SetNode(n)
-		out = n
-		return nil
+			if n.Type != store.TypeFile {
+				return syscall.EBADF
+			}
+			grow = 0
+			if end > n.Length {
+				if n.Flags&flagTruncating != 0 {
+					return errTruncating
+				}
+				if err := c.checkSpaceQuota(tx, align4K(end)-align4K(n.Length)); err != nil {
+					return err
+				}
+				grow = align4K(end) - align4K(n.Length)
+				n.Length = end
+			}
+			tx.AppendSlice(ino, idx, s)
+			sec, nsec := stamp()
+			touchMtime(n, sec, nsec)
+			tx.SetNode(n)
+			out = n
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, err

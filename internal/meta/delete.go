@@ -2,27 +2,39 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
+// deleteBatch is how many queued slices one round deletes; their queue
+// records then go in one transaction (within etcd's default
+// --max-txn-ops).
+const deleteBatch = 100
+
 // processDeletions works through the deletion queues: the chunks of
-// deleted files are dropped (queueing their slices), and queued slices have
-// their blocks deleted through Config.DeleteSlice before they leave the
-// queue. A crash at any point leaves work queued, never data named by
-// metadata but deleted from storage.
+// deleted files are dropped (queueing their slices), unfinished
+// truncations are finished, and queued slices have their blocks deleted
+// through Config.DeleteSlice, Config.DeleteWorkers at a time, before they
+// leave the queue. A crash at any point leaves work queued, never data
+// named by metadata but deleted from storage.
 func (c *Client) processDeletions(ctx context.Context) error {
+	c.delMu.Lock()
+	defer c.delMu.Unlock()
 	var files []store.DelFile
 	if err := c.st.View(ctx, func(tx store.Tx) error {
 		var err error
 		files, err = tx.DelFiles(100)
 		return err
 	}); err != nil {
-		return err
+		return fmt.Errorf("list deleted files: %w", err)
 	}
-	now := time.Now().Unix()
+	now := time.Now().Unix() // queued with the real time, see destroy
 	for _, f := range files {
 		if f.Expire > now {
 			continue
@@ -31,6 +43,9 @@ func (c *Client) processDeletions(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := c.processTruncations(ctx); err != nil {
+		return err
+	}
 	if c.conf.DeleteSlice == nil {
 		return nil
 	}
@@ -38,51 +53,77 @@ func (c *Client) processDeletions(ctx context.Context) error {
 		var slices []Slice
 		if err := c.st.View(ctx, func(tx store.Tx) error {
 			var err error
-			slices, err = tx.DelSlices(100)
+			slices, err = tx.DelSlices(deleteBatch)
 			return err
 		}); err != nil {
+			return fmt.Errorf("list deleted slices: %w", err)
+		}
+		if err := c.deleteSlices(ctx, slices); err != nil {
 			return err
 		}
-		for _, s := range slices {
-			if err := c.conf.DeleteSlice(ctx, s.Id, s.Size); err != nil {
-				return fmt.Errorf("delete slice %d: %w", s.Id, err)
-			}
-			if err := c.st.Update(ctx, func(tx store.Tx) error {
-				tx.SetDelSlice(s.Id, s.Size, false)
-				return nil
-			}); err != nil {
-				return err
-			}
-		}
-		if len(slices) < 100 || ctx.Err() != nil {
+		if len(slices) < deleteBatch || ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
 }
 
-// dropFileData drops the chunks of a deleted file in batches and then its
-// queue record.
+// deleteSlices deletes the blocks of queued slices concurrently, then
+// removes the queue records of those deleted in one transaction. Slices
+// whose deletion failed stay queued for the next round.
+func (c *Client) deleteSlices(ctx context.Context, slices []Slice) error {
+	var mu sync.Mutex
+	var deleted []Slice
+	var errs []error
+	var g errgroup.Group
+	g.SetLimit(c.conf.DeleteWorkers)
+	for _, s := range slices {
+		g.Go(func() error {
+			err := c.conf.DeleteSlice(ctx, s.Id, s.Size)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("delete slice %d: %w", s.Id, err))
+			} else {
+				deleted = append(deleted, s)
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if len(deleted) > 0 {
+		err := c.st.Update(ctx, func(tx store.Tx) error {
+			for _, s := range deleted {
+				tx.SetDelSlice(s.Id, s.Size, false)
+			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("unqueue %d deleted slices: %w", len(deleted), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dropFileData drops the chunks of a deleted file in bounded batches and
+// then its queue record.
 func (c *Client) dropFileData(ctx context.Context, f store.DelFile) error {
 	for {
-		var more bool
+		var done bool
 		err := c.st.Update(ctx, func(tx store.Tx) error {
-			idxs, err := tx.ChunkIndexes(f.Ino, 0, 100)
-			if err != nil {
+			var err error
+			if done, err = dropChunksTx(tx, f.Ino, 0); err != nil {
 				return err
 			}
-			for _, idx := range idxs {
-				if err := dropChunk(tx, f.Ino, idx); err != nil {
-					return err
-				}
-			}
-			more = len(idxs) == 100
-			if !more {
+			if done {
 				tx.SetDelFile(f, false)
 			}
 			return nil
 		})
-		if err != nil || !more {
-			return err
+		if err != nil {
+			return fmt.Errorf("drop chunks of deleted inode %d: %w", f.Ino, err)
+		}
+		if done || ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
 }

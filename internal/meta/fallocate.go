@@ -37,46 +37,51 @@ func (c *Client) Fallocate(ctx context.Context, ino Ino, mode uint32, off, lengt
 		return syscall.EFBIG
 	}
 	var grow int64
-	err := c.st.Update(ctx, func(tx store.Tx) error {
-		grow = 0
-		n, err := node(tx, ino)
-		if err != nil {
-			return err
-		}
-		switch n.Type {
-		case store.TypeFile:
-		case store.TypeDir:
-			return syscall.EISDIR
-		default:
-			return syscall.ENODEV
-		}
-		if n.Flags&FlagImmutable != 0 || n.Flags&FlagAppend != 0 && mode&(FallocPunchHole|FallocZeroRange) != 0 {
-			return syscall.EPERM
-		}
-		end := off + length
-		if mode&(FallocPunchHole|FallocZeroRange) != 0 {
-			holeEnd := end
-			if mode&FallocKeepSize != 0 {
-				holeEnd = min(end, n.Length)
-			}
-			if off < holeEnd {
-				appendHoles(tx, ino, off, holeEnd)
-			}
-		}
-		sec, nsec := stamp()
-		if mode&FallocKeepSize == 0 && end > n.Length {
-			grow = align4K(end) - align4K(n.Length)
-			if err := c.checkSpaceQuota(tx, grow); err != nil {
+	err := c.extending(ctx, ino, func() error {
+		return c.st.Update(ctx, func(tx store.Tx) error {
+			grow = 0
+			n, err := node(tx, ino)
+			if err != nil {
 				return err
 			}
-			n.Length = end
-			touchMtime(n, sec, nsec)
-		}
-		if mode&(FallocPunchHole|FallocZeroRange) != 0 {
-			touchMtime(n, sec, nsec)
-		}
-		tx.SetNode(n)
-		return nil
+			switch n.Type {
+			case store.TypeFile:
+			case store.TypeDir:
+				return syscall.EISDIR
+			default:
+				return syscall.ENODEV
+			}
+			if n.Flags&FlagImmutable != 0 || n.Flags&FlagAppend != 0 && mode&(FallocPunchHole|FallocZeroRange) != 0 {
+				return syscall.EPERM
+			}
+			end := off + length
+			if mode&FallocKeepSize == 0 && end > n.Length && n.Flags&flagTruncating != 0 {
+				return errTruncating
+			}
+			if mode&(FallocPunchHole|FallocZeroRange) != 0 {
+				holeEnd := end
+				if mode&FallocKeepSize != 0 {
+					holeEnd = min(end, n.Length)
+				}
+				if off < holeEnd {
+					appendHoles(tx, ino, off, holeEnd)
+				}
+			}
+			sec, nsec := stamp()
+			if mode&FallocKeepSize == 0 && end > n.Length {
+				grow = align4K(end) - align4K(n.Length)
+				if err := c.checkSpaceQuota(tx, grow); err != nil {
+					return err
+				}
+				n.Length = end
+				touchMtime(n, sec, nsec)
+			}
+			if mode&(FallocPunchHole|FallocZeroRange) != 0 {
+				touchMtime(n, sec, nsec)
+			}
+			tx.SetNode(n)
+			return nil
+		})
 	})
 	if err == nil {
 		c.usedSpace.Add(grow)
@@ -115,54 +120,59 @@ func (c *Client) CopyFileRange(ctx context.Context, src Ino, srcOff uint64, dst 
 	}
 	var copied uint64
 	var grow int64
-	err := c.st.Update(ctx, func(tx store.Tx) error {
-		copied, grow = 0, 0
-		sn, err := node(tx, src)
-		if err != nil {
-			return err
-		}
-		dn := sn
-		if dst != src {
-			if dn, err = node(tx, dst); err != nil {
+	err := c.extending(ctx, dst, func() error {
+		return c.st.Update(ctx, func(tx store.Tx) error {
+			copied, grow = 0, 0
+			sn, err := node(tx, src)
+			if err != nil {
 				return err
 			}
-		}
-		for _, n := range []*Attr{sn, dn} {
-			switch n.Type {
-			case store.TypeFile:
-			case store.TypeDir:
-				return syscall.EISDIR
-			default:
-				return syscall.EINVAL
+			dn := sn
+			if dst != src {
+				if dn, err = node(tx, dst); err != nil {
+					return err
+				}
 			}
-		}
-		if dn.Flags&(FlagImmutable|FlagAppend) != 0 {
-			return syscall.EPERM
-		}
-		if srcOff >= sn.Length {
+			for _, n := range []*Attr{sn, dn} {
+				switch n.Type {
+				case store.TypeFile:
+				case store.TypeDir:
+					return syscall.EISDIR
+				default:
+					return syscall.EINVAL
+				}
+			}
+			if dn.Flags&(FlagImmutable|FlagAppend) != 0 {
+				return syscall.EPERM
+			}
+			if srcOff >= sn.Length {
+				return nil
+			}
+			length := min(length, sn.Length-srcOff)
+			if dstOff+length > dn.Length && dn.Flags&flagTruncating != 0 {
+				return errTruncating
+			}
+			for done := uint64(0); done < length; {
+				s, d := srcOff+done, dstOff+done
+				n := min(length-done, ChunkSize-s%ChunkSize, ChunkSize-d%ChunkSize)
+				if err := shareRange(tx, src, s, dst, d, uint32(n)); err != nil {
+					return err
+				}
+				done += n
+			}
+			copied = length
+			sec, nsec := stamp()
+			if end := dstOff + length; end > dn.Length {
+				grow = align4K(end) - align4K(dn.Length)
+				if err := c.checkSpaceQuota(tx, grow); err != nil {
+					return err
+				}
+				dn.Length = end
+			}
+			touchMtime(dn, sec, nsec)
+			tx.SetNode(dn)
 			return nil
-		}
-		length := min(length, sn.Length-srcOff)
-		for done := uint64(0); done < length; {
-			s, d := srcOff+done, dstOff+done
-			n := min(length-done, ChunkSize-s%ChunkSize, ChunkSize-d%ChunkSize)
-			if err := shareRange(tx, src, s, dst, d, uint32(n)); err != nil {
-				return err
-			}
-			done += n
-		}
-		copied = length
-		sec, nsec := stamp()
-		if end := dstOff + length; end > dn.Length {
-			grow = align4K(end) - align4K(dn.Length)
-			if err := c.checkSpaceQuota(tx, grow); err != nil {
-				return err
-			}
-			dn.Length = end
-		}
-		touchMtime(dn, sec, nsec)
-		tx.SetNode(dn)
-		return nil
+		})
 	})
 	if err != nil {
 		return 0, err

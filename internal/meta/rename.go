@@ -32,6 +32,19 @@ func (c *Client) Rename(ctx context.Context, srcParent Ino, srcName []byte, dstP
 			return syscall.EBUSY
 		}
 	}
+	// The trash and its hour directories stay where they are, and nothing
+	// moves into the trash but through deletion.
+	if isTrashEntry(srcParent, srcName) || srcParent == TrashIno {
+		return syscall.EPERM
+	}
+	if err := checkNewEntry(dstParent, dstName); err != nil {
+		return err
+	}
+	if flags&RenameExchange != 0 {
+		if err := checkNewEntry(srcParent, srcName); err != nil {
+			return err
+		}
+	}
 	cred := CredOf(ctx)
 	var r removal
 	err := c.st.Update(ctx, func(tx store.Tx) error {
@@ -146,9 +159,6 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 		} else if dst.Type == store.TypeDir {
 			return syscall.EISDIR
 		}
-		if err := c.dropLink(tx, dst, r); err != nil {
-			return err
-		}
 	}
 	tx.DeleteEdge(sp, sn)
 	tx.SetEdge(dp, store.Edge{Name: bytes.Clone(dn), Ino: src.Ino, Type: src.Type})
@@ -166,6 +176,11 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 	tx.SetNode(sdir)
 	if ddir != sdir {
 		tx.SetNode(ddir)
+	}
+	if dst != nil {
+		// Last, after the directories are stored: moving dst to the trash
+		// may read and update the root.
+		return c.dropLink(tx, dp, dn, dst, r)
 	}
 	return nil
 }

@@ -29,40 +29,54 @@ func (c *Client) SetAttr(ctx context.Context, ino Ino, mask uint32, in *Attr) (*
 	if err := c.writable(); err != nil {
 		return nil, err
 	}
+	if IsTrash(ino) {
+		return nil, syscall.EPERM // managed by Sluice
+	}
 	cred := CredOf(ctx)
 	var out *Attr
-	var r removal
 	var grow int64
-	err := c.st.Update(ctx, func(tx store.Tx) error {
-		r, grow = removal{}, 0
-		n, err := node(tx, ino)
-		if err != nil {
-			return err
-		}
-		oldLen := n.Length
-		if err := applyAttr(tx, cred, n, mask, in); err != nil {
-			return err
-		}
-		if mask&SetSize != 0 && in.Length > oldLen {
-			if err := c.checkSpaceQuota(tx, align4K(in.Length)-align4K(oldLen)); err != nil {
+	var pending bool
+	err := c.extending(ctx, ino, func() error {
+		return c.st.Update(ctx, func(tx store.Tx) error {
+			grow, pending = 0, false
+			n, err := node(tx, ino)
+			if err != nil {
 				return err
 			}
-		}
-		if mask&SetSize != 0 && in.Length != oldLen {
-			if err := truncateTx(tx, n, oldLen, in.Length, &r); err != nil {
+			oldLen := n.Length
+			if mask&SetSize != 0 && in.Length > oldLen && n.Flags&flagTruncating != 0 {
+				return errTruncating
+			}
+			if err := applyAttr(tx, cred, n, mask, in); err != nil {
 				return err
 			}
-			grow = align4K(in.Length) - align4K(oldLen)
-		}
-		tx.SetNode(n)
-		out = n
-		return nil
+			if mask&SetSize != 0 && in.Length > oldLen {
+				if err := c.checkSpaceQuota(tx, align4K(in.Length)-align4K(oldLen)); err != nil {
+					return err
+				}
+			}
+			if mask&SetSize != 0 && in.Length != oldLen {
+				if pending, err = truncateTx(tx, n, oldLen, in.Length); err != nil {
+					return err
+				}
+				grow = align4K(in.Length) - align4K(oldLen)
+			}
+			tx.SetNode(n)
+			out = n
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, err
 	}
 	c.usedSpace.Add(grow)
-	c.applyRemoval(&r)
+	if pending && c.conf.TruncateSyncBatches > 0 {
+		// The length is final; drop a bounded number of batches of the
+		// chunks past it now and leave the rest to the background.
+		if err := c.finishTruncate(ctx, ino, c.conf.TruncateSyncBatches); err != nil && ctx.Err() == nil {
+			c.log.Warn("finish truncation", "ino", ino, "err", err)
+		}
+	}
 	return out, nil
 }
 
@@ -167,7 +181,8 @@ func applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Attr) error {
 		if !cred.IsRoot() {
 			return syscall.EPERM
 		}
-		n.Flags = in.Flags&^(FlagACL|FlagDefaultACL) | n.Flags&(FlagACL|FlagDefaultACL)
+		const kept = FlagACL | FlagDefaultACL | flagTruncating
+		n.Flags = in.Flags&^kept | n.Flags&kept
 		changed = true
 	}
 	if changed {
@@ -175,70 +190,6 @@ func applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Attr) error {
 	}
 	if mask&SetCtime != 0 && owner {
 		n.Ctime, n.Ctimensec = in.Ctime, in.Ctimensec
-	}
-	return nil
-}
-
-// truncateTx changes the length of file n from oldLen to newLen. Shrinking
-// drops the chunks past the end and covers the cut part of the last chunk
-// with a hole, so that growing the file again reads zeros there.
-func truncateTx(tx store.Tx, n *Attr, oldLen, newLen uint64, r *removal) error {
-	n.Length = newLen
-	if newLen >= oldLen {
-		return nil
-	}
-	first := uint32(newLen / ChunkSize)
-	if off := uint32(newLen % ChunkSize); off != 0 {
-		end := uint64(ChunkSize)
-		if rest := oldLen - uint64(first)*ChunkSize; rest < end {
-			end = rest
-		}
-		tx.AppendSlice(n.Ino, first, Slice{Pos: off, Len: uint32(end) - off})
-		first++
-	}
-	for {
-		idxs, err := tx.ChunkIndexes(n.Ino, first, 1000)
-		if err != nil {
-			return err
-		}
-		for _, idx := range idxs {
-			if err := dropChunk(tx, n.Ino, idx); err != nil {
-				return err
-			}
-		}
-		if len(idxs) < 1000 {
-			return nil
-		}
-		first = idxs[len(idxs)-1] + 1
-	}
-}
-
-// dropChunk deletes one chunk's slice list and releases its slices.
-func dropChunk(tx store.Tx, ino Ino, idx uint32) error {
-	ss, err := tx.Chunk(ino, idx)
-	if err != nil {
-		return err
-	}
-	tx.SetChunk(ino, idx, nil)
-	return releaseSlices(tx, ss)
-}
-
-// releaseSlices drops one reference to each slice; a slice with no
-// references left is queued for block deletion.
-func releaseSlices(tx store.Tx, ss []Slice) error {
-	for _, s := range ss {
-		if s.Id == 0 {
-			continue
-		}
-		extra, err := tx.SliceRef(s.Id, s.Size)
-		if err != nil {
-			return err
-		}
-		if extra > 0 {
-			tx.SetSliceRef(s.Id, s.Size, extra-1)
-		} else {
-			tx.SetDelSlice(s.Id, s.Size, true)
-		}
 	}
 	return nil
 }

@@ -37,11 +37,17 @@ func (c *Client) isOpen(ino Ino) bool {
 	return c.mu.open[ino] > 0
 }
 
-// dropLink removes one link of n (whose entry the caller removed) and, at
-// the last link of a node nobody here holds open, the node and its data.
-func (c *Client) dropLink(tx store.Tx, n *Attr, r *removal) error {
+// dropLink removes one link of n, whose entry name in parent the caller
+// removed. At the last link of a non-directory on a volume with a trash
+// (and outside the trash) the node moves to the trash instead; otherwise
+// the last link of a node nobody here holds open deletes the node and its
+// data.
+func (c *Client) dropLink(tx store.Tx, parent Ino, name []byte, n *Attr, r *removal) error {
 	sec, nsec := stamp()
 	touchCtime(n, sec, nsec)
+	if n.Type != store.TypeDir && n.Nlink == 1 && c.trashEnabled() && !IsTrash(parent) {
+		return c.moveToTrash(tx, parent, name, n)
+	}
 	if n.Type == store.TypeDir {
 		n.Nlink = 0
 	} else {
@@ -73,13 +79,20 @@ func (c *Client) destroy(tx store.Tx, n *Attr, r *removal) error {
 	case store.TypeSymlink:
 		tx.DeleteSymlink(n.Ino)
 	case store.TypeFile:
-		// A file's data lives in chunks only below its length, so an
-		// empty file has nothing to delete later.
-		if n.Length > 0 {
+		// A file's data lives in chunks only below its length, or past it
+		// while a truncation is unfinished, so an empty file has nothing
+		// to delete later.
+		if n.Length > 0 || n.Flags&flagTruncating != 0 {
 			tx.SetDelFile(store.DelFile{Ino: n.Ino, Length: n.Length, Expire: time.Now().Unix()}, true)
+		}
+		if n.Flags&flagTruncating != 0 {
+			tx.SetTruncation(store.Truncation{Ino: n.Ino}, false)
 		}
 	}
 	tx.DeleteNode(n.Ino)
+	if IsTrash(n.Ino) {
+		return nil // trash directories are not counted
+	}
 	r.inodes++
 	if n.Type == store.TypeFile {
 		r.space += align4K(n.Length)
@@ -130,6 +143,9 @@ func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool
 		if err != nil {
 			return err
 		}
+		if n.Ino == TrashIno {
+			return syscall.EPERM
+		}
 		if isDir {
 			if n.Type != store.TypeDir {
 				return syscall.ENOTDIR
@@ -152,7 +168,7 @@ func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool
 		}
 		c.touchDir(tx, dir, sec, nsec, isDir)
 		tx.DeleteEdge(parent, name)
-		return c.dropLink(tx, n, &r)
+		return c.dropLink(tx, parent, name, n, &r)
 	})
 	if err != nil {
 		return err

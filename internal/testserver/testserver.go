@@ -20,6 +20,9 @@ const (
 	Etcd         = "SLUICE_TEST_ETCD"          // etcd://127.0.0.1:PORT
 	EtcdCluster  = "SLUICE_TEST_ETCD_CLUSTER"  // etcd://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
 	S3           = "SLUICE_TEST_S3"            // http://ACCESS:SECRET@127.0.0.1:PORT/BUCKET
+	// S3VirtualDomain names the domain under which the S3 server of S3 also
+	// serves virtual-host style requests (BUCKET.DOMAIN:PORT), e.g. localhost.
+	S3VirtualDomain = "SLUICE_TEST_S3_VIRTUAL_DOMAIN"
 )
 
 // URL returns the URL in env, or skips t (fails it under CI=true) when it

@@ -79,6 +79,14 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"ACL", testACL},
 		{"ACLDisabled", testACLDisabled},
 		{"StaleSession", testStaleSession},
+		{"Check", testCheck},
+		{"Trash", testTrash},
+		{"TrashProtected", testTrashProtected},
+		{"TrashLease", testTrashLease},
+		{"DeletionPaths", testDeletionPaths},
+		{"DeleteWorkers", testDeleteWorkers},
+		{"TruncateManyChunks", testTruncateManyChunks},
+		{"FragmentedChunk", testFragmentedChunk},
 		{"Model", func(t *testing.T, ns newStoreFunc) { testModelOps(t, ns, opts.ModelOps) }},
 	}
 	for _, c := range cases {

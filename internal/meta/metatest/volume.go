@@ -177,9 +177,13 @@ func testFormatTwice(t *testing.T, ns newStoreFunc) {
 	if _, err := meta.NewClient(ctx, openStore(t, ns), meta.Config{}); err == nil {
 		t.Fatalf("client on an unformatted store succeeded")
 	}
-	// The root exists once, whatever the number of formats.
+	// The root exists once, whatever the number of formats; turning the
+	// trash on made .trash, its one subdirectory.
 	c := newClient(t, st, meta.Config{})
-	if r := getattr(t, c, meta.RootIno); r.Type != store.TypeDir || r.Nlink != 2 {
+	if r := getattr(t, c, meta.RootIno); r.Type != store.TypeDir || r.Nlink != 3 {
 		t.Fatalf("root after reformat: %+v", r)
+	}
+	if tr := lookup(t, c, meta.RootIno, meta.TrashName); tr.Ino != meta.TrashIno || tr.Type != store.TypeDir {
+		t.Fatalf("trash after a reformat with trash days: %+v", tr)
 	}
 }

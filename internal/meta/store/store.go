@@ -197,6 +197,24 @@ type Tx interface {
 	// DelSlices returns up to limit slices waiting for block deletion.
 	DelSlices(limit int) ([]Slice, error)
 	SetDelSlice(id uint64, size uint32, on bool)
+
+	// Truncations returns up to limit files whose truncation left chunks
+	// past the new end still to be dropped (see Truncation).
+	Truncations(limit int) ([]Truncation, error)
+	SetTruncation(t Truncation, on bool)
+
+	// Scans page through whole record families for fsck, gc and
+	// compaction (see scan.go). Each call reads a bounded page of about
+	// limit records and returns the cursor of the next page, nil after the
+	// last one; start with a nil cursor. A page may hold fewer records
+	// (even none) before the end. Cursors stay valid across transactions,
+	// so a long scan runs as one short View per page; records changed
+	// meanwhile may or may not be seen. Records come in key order on
+	// ordered engines, in no order (and rarely twice) on redis.
+	ScanInodes(cursor []byte, limit int) ([]InodeRecord, []byte, error)
+	ScanSliceRefs(cursor []byte, limit int) ([]SliceRefRecord, []byte, error)
+	ScanDelFiles(cursor []byte, limit int) ([]DelFile, []byte, error)
+	ScanDelSlices(cursor []byte, limit int) ([]Slice, []byte, error)
 }
 
 // Store is a metadata engine behind the typed transaction.

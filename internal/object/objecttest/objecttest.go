@@ -37,6 +37,8 @@ func Run(t *testing.T, newStore func(t *testing.T) object.Store) {
 		{"ListPages", testListPages},
 		{"Concurrent", testConcurrent},
 		{"AtomicOverwrite", testAtomicOverwrite},
+		{"Large", testLarge},
+		{"FailedPut", testFailedPut},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })
@@ -364,6 +366,95 @@ func testAtomicOverwrite(t *testing.T, s object.Store) {
 		})
 	}
 	wg.Wait()
+}
+
+// onlyReader hides every method of a reader but Read, so a store cannot
+// learn the length in advance and must stream it.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+// testLarge stores objects bigger than a multipart part of S3-like stores
+// (tests run them with 5 MiB parts), with and without a known length, and
+// reads ranges across part boundaries.
+func testLarge(t *testing.T, s object.Store) {
+	const size = 12<<20 + 12345
+	data := Data(3, size)
+	tests := []struct {
+		name string
+		r    io.Reader
+	}{
+		{"streamed", onlyReader{bytes.NewReader(data)}},
+		{"sized", bytes.NewReader(data)},
+		{"exactParts", onlyReader{bytes.NewReader(data[:10<<20])}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "large/" + tt.name
+			want := data
+			if tt.name == "exactParts" {
+				want = data[:10<<20]
+			}
+			if err := s.Put(context.Background(), key, tt.r); err != nil {
+				t.Fatalf("Put(%q): %v", key, err)
+			}
+			checkBytes(t, "Get", Get(t, s, key, 0, -1), want)
+			n := int64(len(want))
+			for _, r := range [][2]int64{{5<<20 - 10, 20}, {n - 100, -1}, {1, n - 2}, {n - 1, 10}} {
+				got := Get(t, s, key, r[0], r[1])
+				end := n
+				if r[1] >= 0 {
+					end = min(n, r[0]+r[1])
+				}
+				checkBytes(t, fmt.Sprintf("Get(%d, %d)", r[0], r[1]), got, want[r[0]:end])
+			}
+			info, err := s.Head(context.Background(), key)
+			if err != nil {
+				t.Fatalf("Head(%q): %v", key, err)
+			}
+			if info.Size <= 0 {
+				t.Errorf("Head(%q).Size = %d", key, info.Size)
+			}
+		})
+	}
+}
+
+// failingReader returns n bytes of data and then an error.
+type failingReader struct{ n int }
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, errors.New("injected read failure")
+	}
+	n := min(len(p), r.n)
+	clear(p[:n])
+	r.n -= n
+	return n, nil
+}
+
+// testFailedPut checks that a Put whose reader fails, early or after more
+// than a multipart part, reports the error and leaves the key as it was.
+func testFailedPut(t *testing.T, s object.Store) {
+	ctx := context.Background()
+	Put(t, s, "fail/old", []byte("old"))
+	for _, n := range []int{0, 100 << 10, 11 << 20} {
+		for _, key := range []string{"fail/old", "fail/new"} {
+			if err := s.Put(ctx, key, &failingReader{n: n}); err == nil {
+				t.Fatalf("Put(%q) with a reader failing after %d bytes succeeded", key, n)
+			}
+		}
+	}
+	checkBytes(t, "fail/old after failed overwrites", Get(t, s, "fail/old", 0, -1), []byte("old"))
+	if _, err := s.Head(ctx, "fail/new"); !errors.Is(err, object.ErrNotFound) {
+		t.Errorf("Head(fail/new) after failed Puts: error = %v, want ErrNotFound", err)
+	}
+	infos, err := s.List(ctx, "fail/", "", 0)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if got := keys(infos); !slices.Equal(got, []string{"fail/old"}) {
+		t.Errorf("List(fail/) after failed Puts = %q, want only fail/old", got)
+	}
 }
 
 // keys returns the keys of infos.

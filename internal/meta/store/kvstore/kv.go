@@ -20,6 +20,7 @@
 //	"Q" sid ino            inode on which a session holds locks
 //	"D" ino length         file waiting for data deletion (value: expiry)
 //	"L" id size(u32)       slice waiting for block deletion
+//	"T" ino                truncation left to finish (value: from chunk, u32)
 package kvstore
 
 import (
