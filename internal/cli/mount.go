@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicefs/sluice/internal/chunk"
+	"github.com/sluicefs/sluice/internal/compact"
 	"github.com/sluicefs/sluice/internal/fuse"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/vfs"
@@ -268,10 +269,15 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	v := vfs.New(mc, cs, vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache, DirEntryTimeout: o.dirEntryCache,
+	vconf := vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache, DirEntryTimeout: o.dirEntryCache,
+		Logger: log,
 		Controls: map[string]vfs.Control{
 			"flush": func(ctx context.Context, _ meta.Ino, _ []byte) error { return cs.FlushStaged(ctx) },
-		}})
+		}}
+	if !o.readOnly {
+		vconf.Compactor = compact.New(mc, cs, compact.Config{Logger: log})
+	}
+	v := vfs.New(mc, cs, vconf)
 	srv, err := fuse.Mount(v, mp, fuse.Options{FsName: "sluice:" + f.Name, KernelReadahead: kernelReadahead, ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL}, log)
 	if err != nil {
 		mc.Close(ctx)

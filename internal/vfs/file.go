@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"syscall"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/object"
 )
 
 // openFile is the state shared by all handles of one regular file: its
@@ -16,6 +18,8 @@ import (
 type openFile struct {
 	ino    meta.Ino
 	meta   *meta.Client
+	// committed, when set, is told of each slice committed to the file.
+	committed func(ino meta.Ino, idx uint32)
 	writer *chunk.FileWriter
 	reader *chunk.FileReader
 
@@ -63,6 +67,9 @@ func (f *openFile) NewSliceID(ctx context.Context) (uint64, error) { return f.me
 // Write commits a slice and drops the cached list of its chunk.
 func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error) {
 	a, err := f.meta.Write(ctx, ino, idx, s)
+	if err == nil && f.committed != nil {
+		f.committed(ino, idx)
+	}
 	f.mu.Lock()
 	delete(f.mu.chunks, idx)
 	f.mu.gen++
@@ -83,6 +90,15 @@ func (f *openFile) setAttr(a *meta.Attr) {
 		f.mu.gen++
 	}
 	f.mu.length = a.Length
+}
+
+// forgetSlices drops the cached slice lists, after the file's chunks
+// changed behind it (compaction).
+func (f *openFile) forgetSlices() {
+	f.mu.Lock()
+	clear(f.mu.chunks)
+	f.mu.gen++
+	f.mu.Unlock()
 }
 
 // overlayAttr reports buffered writes in a's length and times.
@@ -111,6 +127,9 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	f := v.mu.files[a.Ino]
 	if f == nil {
 		f = &openFile{ino: a.Ino, meta: v.Meta}
+		if v.compact != nil {
+			f.committed = v.compact.committed
+		}
 		f.writer = v.Store.NewWriter(a.Ino, f)
 		f.reader = v.Store.NewReader(a.Ino)
 		f.mu.chunks = map[uint32][]meta.Slice{}
@@ -185,7 +204,15 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, e
 	}
 	n := min(uint64(len(p)), length-off)
 	f.reader.Readahead(ctx, f, off, n, length)
-	if err := f.writer.Read(ctx, f, p[:n], off); err != nil {
+	err = f.writer.Read(ctx, f, p[:n], off)
+	if errors.Is(err, object.ErrNotFound) {
+		// A block named by a cached slice list is gone: another mount
+		// compacted the chunk, and its old slices expired. Read the
+		// lists again.
+		f.forgetSlices()
+		err = f.writer.Read(ctx, f, p[:n], off)
+	}
+	if err != nil {
 		return 0, err
 	}
 	v.accessed(ctx, h)

@@ -14,12 +14,14 @@ package vfs
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/sluicefs/sluice/internal/chunk"
+	"github.com/sluicefs/sluice/internal/compact"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -32,8 +34,14 @@ type Config struct {
 	EntryTimeout    time.Duration
 	DirEntryTimeout time.Duration
 	// Controls are the actions root may ask of the mount by setting
-	// extended attributes named ControlPrefix+name (see Control).
+	// extended attributes named ControlPrefix+name (see Control). The
+	// "compact" control is added when Compactor is set.
 	Controls map[string]Control
+	// Compactor, when set, compacts the chunks this mount fragments, in
+	// the background, and serves the "compact" control.
+	Compactor *compact.Compactor
+	// Logger receives background events; nil discards them.
+	Logger *slog.Logger
 }
 
 // VFS is one mounted volume.
@@ -41,6 +49,9 @@ type VFS struct {
 	Meta  *meta.Client
 	Store *chunk.Store
 	Conf  Config
+
+	compact *compactor // nil without Conf.Compactor
+	stop    context.CancelFunc
 
 	mu struct {
 		sync.Mutex
@@ -64,7 +75,26 @@ func New(m *meta.Client, s *chunk.Store, conf Config) *VFS {
 	v := &VFS{Meta: m, Store: s, Conf: conf}
 	v.mu.handles = map[uint64]*handle{}
 	v.mu.files = map[meta.Ino]*openFile{}
+	ctx, stop := context.WithCancel(context.Background())
+	v.stop = stop
+	if conf.Compactor != nil {
+		v.compact = newCompactor(v, conf.Compactor)
+		go v.compact.run(ctx)
+		controls := map[string]Control{"compact": v.compactTree}
+		for name, fn := range conf.Controls {
+			controls[name] = fn
+		}
+		v.Conf.Controls = controls
+	}
 	return v
+}
+
+// log returns the logger of background events.
+func (v *VFS) log() *slog.Logger {
+	if v.Conf.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return v.Conf.Logger
 }
 
 func (v *VFS) addHandle(h *handle) uint64 {
@@ -200,8 +230,10 @@ func (v *VFS) RemoveXattr(ctx context.Context, ino meta.Ino, name string) error 
 	return v.Meta.RemoveXattr(ctx, ino, name)
 }
 
-// Close commits every buffered write of every open file.
+// Close commits every buffered write of every open file and stops
+// background work.
 func (v *VFS) Close(ctx context.Context) error {
+	v.stop()
 	v.mu.Lock()
 	files := make([]*openFile, 0, len(v.mu.files))
 	for _, f := range v.mu.files {
