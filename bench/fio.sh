@@ -52,7 +52,7 @@ cpu_ticks() {
 }
 do_mount() {
   # shellcheck disable=SC2086
-  "$bin" mount -d "$meta" "$mnt" --log "$work/mount.log" ${MOUNT_OPTS:-} >/dev/null
+  "$bin" mount -d "$meta" "$mnt" --log "$work/mount.log" --cache-dir "$work/cache" ${MOUNT_OPTS:-} >/dev/null
 }
 do_umount() {
   "$bin" umount "$mnt" >/dev/null
