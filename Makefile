@@ -17,7 +17,7 @@ run: build
 	@mkdir -p $(RUN_DIR) $(MOUNT)
 	@$(BIN) status $(META_URL) >/dev/null 2>&1 || $(BIN) format $(META_URL) demo --bucket $(RUN_DIR)/data
 	@if grep -qs " $(MOUNT) " /proc/self/mounts; then echo "Already mounted at $(MOUNT)."; \
-	else $(BIN) mount -d $(META_URL) $(MOUNT) --log $(RUN_DIR)/mount.log; fi
+	else $(BIN) mount -d $(META_URL) $(MOUNT) --log $(RUN_DIR)/mount.log --cache-dir $(RUN_DIR)/cache; fi
 	@echo "The demo volume is at $(MOUNT) (cd $(MOUNT)); stop it with: make stop"
 
 ## stop: unmount the demo volume
@@ -25,7 +25,8 @@ stop:
 	$(BIN) umount $(MOUNT)
 
 ## test: vet, then run the whole test suite against throwaway Redis, PostgreSQL,
-## MariaDB and etcd servers (scripts/test-servers.sh; FUSE tests need root and /dev/fuse)
+## MariaDB, etcd and S3 servers (scripts/test-servers.sh; FUSE tests need root
+## and /dev/fuse; pjdfstest, fsx and stress-ng run on mounts when installed)
 test: vet
 	scripts/test-servers.sh $(GO) test -count=1 -timeout 40m ./...
 
