@@ -20,6 +20,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
 	"github.com/sluicefs/sluice/internal/object"
+	"github.com/sluicefs/sluice/internal/object/encrypt"
 	objall "github.com/sluicefs/sluice/internal/object/all"
 	"github.com/sluicefs/sluice/internal/object/prefix"
 )
@@ -36,6 +37,8 @@ type formatOptions struct {
 	inodes     uint64
 	hashPrefix bool
 	enableACL  bool
+	rsaKey     string // path of the PEM file of --encrypt-rsa-key
+	rsaAlgo    string
 }
 
 func defaultBucket() string {
@@ -91,6 +94,8 @@ are stored under NAME/ in the bucket.`,
 	fl.Uint64Var(&o.inodes, "inodes", 0, "hard limit of the number of files (0: unlimited)")
 	fl.BoolVar(&o.hashPrefix, "hash-prefix", false, "spread block keys over 256 prefixes (helps some object stores scale)")
 	fl.BoolVar(&o.enableACL, "enable-acl", false, "enable POSIX ACLs (system.posix_acl_access and _default), enforced on every mount")
+	fl.StringVar(&o.rsaKey, "encrypt-rsa-key", "", "encrypt every block with a fresh key wrapped by this RSA private key (a PEM file; a passphrase-protected key reads its passphrase from "+encrypt.PassphraseEnv+")")
+	fl.StringVar(&o.rsaAlgo, "encrypt-algo", encrypt.AES256GCMRSA, "cipher of encrypted blocks: "+encrypt.AES256GCMRSA+" or "+encrypt.ChaCha20RSA)
 	return cmd
 }
 
@@ -138,6 +143,9 @@ func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *form
 	if f.Compression == "none" {
 		f.Compression = ""
 	}
+	if err := setEncryption(f, o); err != nil {
+		return err
+	}
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -157,6 +165,12 @@ func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *form
 		f.UUID = old.UUID
 		if !o.trashSet {
 			f.TrashDays = old.TrashDays
+		}
+		if o.rsaKey == "" {
+			// Re-formatting without a key keeps the volume's.
+			f.EncryptKey, f.EncryptAlgo, f.KeyEncrypted = old.EncryptKey, old.EncryptAlgo, old.KeyEncrypted
+		} else if old.EncryptKey != f.EncryptKey {
+			return fmt.Errorf("volume %q already exists with another encryption key (or none); refusing to change it", old.Name)
 		}
 		if f.AccessKey == "" && f.SecretKey == "" && f.SessionToken == "" {
 			// Re-formatting without keys keeps the stored ones.
@@ -205,6 +219,28 @@ func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *form
 	}
 	b, _ := json.MarshalIndent(f.Redacted(), "", "  ")
 	fmt.Fprintf(out, "Volume %q %s in %s\n%s\n", f.Name, verb, st.Name(), b)
+	return nil
+}
+
+// setEncryption reads the RSA key of --encrypt-rsa-key into f, checking
+// that it parses (with the passphrase from the environment) and that the
+// algorithm is known.
+func setEncryption(f *meta.Format, o *formatOptions) error {
+	if o.rsaKey == "" {
+		return nil
+	}
+	if o.rsaAlgo != encrypt.AES256GCMRSA && o.rsaAlgo != encrypt.ChaCha20RSA {
+		return fmt.Errorf("--encrypt-algo %q: use %s or %s", o.rsaAlgo, encrypt.AES256GCMRSA, encrypt.ChaCha20RSA)
+	}
+	pemBytes, err := os.ReadFile(o.rsaKey)
+	if err != nil {
+		return fmt.Errorf("--encrypt-rsa-key: %w", err)
+	}
+	pass := os.Getenv(encrypt.PassphraseEnv)
+	if _, err := encrypt.ParsePrivateKey(pemBytes, []byte(pass)); err != nil {
+		return fmt.Errorf("--encrypt-rsa-key %s: %w", o.rsaKey, err)
+	}
+	f.EncryptKey, f.EncryptAlgo, f.KeyEncrypted = string(pemBytes), o.rsaAlgo, pass != ""
 	return nil
 }
 

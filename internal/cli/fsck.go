@@ -30,7 +30,7 @@ func newFsck() *cobra.Command {
 inodes, link counts, parent pointers, chunk records of missing inodes,
 slices out of range, records that do not decode, reference counts) and
 that every block of every slice a file names exists with the right length
-(on volumes with compression, only that it exists). Each problem is
+(on volumes with compression or encryption, only that it exists). Each problem is
 printed on its own line; the command fails when it finds any. Run it on an
 idle volume: a file changed during the check can show as a passing
 problem. With --path only that subtree is checked.`,
@@ -115,12 +115,12 @@ func runFsck(ctx context.Context, out io.Writer, metaURL string, o *fsckOptions)
 }
 
 // checkBlocks checks with Head that every block of the slices exists and,
-// on volumes without compression, has its length. It returns the blocks
+// on volumes without compression or encryption, has its length. It returns the blocks
 // checked and the problems found.
 func checkBlocks(ctx context.Context, obj object.Store, f *meta.Format, slices map[meta.SliceKey]meta.SliceUse,
 	threads int, prog *progress, report func(meta.SliceKey, meta.SliceUse, string)) (int64, int64, error) {
 	bs := f.BlockSize << 10
-	sized := f.Compression == "" || f.Compression == "none"
+	sized := (f.Compression == "" || f.Compression == "none") && f.EncryptKey == ""
 	var checked, bad atomic.Int64
 	var mu sync.Mutex // serializes reports
 	g, gctx := errgroup.WithContext(ctx)
