@@ -20,8 +20,8 @@ import (
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
 	"github.com/sluicefs/sluice/internal/object"
-	"github.com/sluicefs/sluice/internal/object/encrypt"
 	objall "github.com/sluicefs/sluice/internal/object/all"
+	"github.com/sluicefs/sluice/internal/object/encrypt"
 	"github.com/sluicefs/sluice/internal/object/prefix"
 )
 

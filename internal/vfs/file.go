@@ -16,12 +16,12 @@ import (
 // openFile is the state shared by all handles of one regular file: its
 // writer, its length as this mount knows it, and the slice lists it read.
 type openFile struct {
-	ino    meta.Ino
-	meta   *meta.Client
+	ino  meta.Ino
+	meta *meta.Client
 	// committed, when set, is told of each slice committed to the file.
 	committed func(ino meta.Ino, idx uint32)
-	writer *chunk.FileWriter
-	reader *chunk.FileReader
+	writer    *chunk.FileWriter
+	reader    *chunk.FileReader
 
 	mu struct {
 		sync.Mutex
