@@ -44,9 +44,12 @@ func mountStore(bucket object.Store, f *meta.Format, o *mountOptions, log *slog.
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := retry.New(l, retry.Config{OnRetry: func(op, key string, attempt int, err error, wait time.Duration) {
-		log.Warn("object storage: retrying", "op", op, "key", key, "attempt", attempt, "err", err, "wait", wait)
-	}})
+	r, err := retry.New(l, retry.Config{
+		Timeout:    o.putTimeout,
+		GetTimeout: o.getTimeout,
+		OnRetry: func(op, key string, attempt int, err error, wait time.Duration) {
+			log.Warn("object storage: retrying", "op", op, "key", key, "attempt", attempt, "err", err, "wait", wait)
+		}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -50,6 +50,8 @@ type mountOptions struct {
 	partialOnly   bool
 	writeback     bool
 	metrics       string
+	getTimeout    time.Duration
+	putTimeout    time.Duration
 }
 
 func defaultLogFile() string {
@@ -79,7 +81,7 @@ func defaultCacheDir() string {
 func newMount() *cobra.Command {
 	o := mountOptions{attrCache: time.Second, entryCache: time.Second, dirEntryCache: time.Second,
 		bufferSize: 300 << 20, maxUploads: 20, maxReadahead: 64 << 20, prefetch: 1,
-		maxDownloads: 200, cacheDir: defaultCacheDir(), cacheSize: 100 << 30, freeRatio: 0.1, heartbeat: 12 * time.Second}
+		maxDownloads: 200, getTimeout: time.Minute, putTimeout: time.Minute, cacheDir: defaultCacheDir(), cacheSize: 100 << 30, freeRatio: 0.1, heartbeat: 12 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "mount META-URL MOUNTPOINT",
 		Short: "Mount a volume with FUSE",
@@ -112,6 +114,8 @@ returns once the mount is ready and serves in the background, logging to
 	fl.IntVar(&o.maxDownloads, "max-downloads", o.maxDownloads, "number of blocks downloaded concurrently")
 	fl.Int64Var(&o.uploadLimit, "upload-limit", 0, "bandwidth limit of uploads in Mbps (0: the volume's setting, else unlimited)")
 	fl.Int64Var(&o.downloadLimit, "download-limit", 0, "bandwidth limit of downloads in Mbps (0: the volume's setting, else unlimited)")
+	fl.Var(secondsValue{&o.getTimeout}, "get-timeout", "longest one download of a block may take before it is retried (seconds or a duration)")
+	fl.Var(secondsValue{&o.putTimeout}, "put-timeout", "longest one upload (or other object request) may take before it is retried (seconds or a duration)")
 	fl.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directories of the local block cache, separated by ':'; 'memory' keeps blocks in memory only")
 	fl.Var(sizeValue{&o.cacheSize, 1 << 20}, "cache-size", "size of the local block cache, across its directories (a plain number is MiB)")
 	fl.Float64Var(&o.freeRatio, "free-space-ratio", o.freeRatio, "share of each cache directory's disk kept free: below it cached blocks are evicted")

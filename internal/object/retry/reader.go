@@ -106,10 +106,13 @@ func (r *reader) reopen() (io.ReadCloser, error) {
 	if limit >= 0 {
 		limit = r.limit - r.read + back
 	}
-	rc, err := r.s.inner.Get(r.ctx, r.key, r.off+r.read-back, limit)
+	actx, cancel := r.s.getAttempt(r.ctx)
+	rc, err := r.s.inner.Get(actx, r.key, r.off+r.read-back, limit)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
+	rc = &cancelOnClose{rc, cancel}
 	if back == 0 {
 		return rc, nil
 	}

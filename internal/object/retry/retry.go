@@ -47,6 +47,13 @@ type Config struct {
 	// ("get", "put", "head", "list", "delete" or "read"), the key, the
 	// attempt that failed (1-based), its error and the wait.
 	OnRetry func(op, key string, attempt int, err error, wait time.Duration)
+	// Timeout bounds each attempt of Put, Delete, Head and List, so that
+	// a store that stops answering fails the attempt, which is then
+	// retried, instead of hanging. 0: no bound.
+	Timeout time.Duration
+	// GetTimeout bounds each attempt of Get: opening and reading the
+	// stream it opened. 0: Timeout.
+	GetTimeout time.Duration
 }
 
 // Defaults fills in the zero fields of c with the default values.
@@ -178,9 +185,9 @@ func (s *Store) wait(ctx context.Context, op, key string, n int, err error) erro
 // do calls fn until it succeeds, fails with an error that retryable
 // rejects, the attempts run out or ctx is done. Rejected errors come back
 // unchanged.
-func (s *Store) do(ctx context.Context, op, key string, retryable func(error) bool, fn func() error) error {
+func (s *Store) do(ctx context.Context, op, key string, retryable func(error) bool, fn func(ctx context.Context) error) error {
 	for attempt := 1; ; attempt++ {
-		err := fn()
+		err := fn(ctx)
 		if err == nil || !retryable(err) {
 			return err
 		}
@@ -196,14 +203,53 @@ func (s *Store) do(ctx context.Context, op, key string, retryable func(error) bo
 	}
 }
 
+// attempt returns the context of one attempt: ctx bounded by
+// Config.Timeout.
+func (s *Store) attempt(ctx context.Context) (context.Context, context.CancelFunc) {
+	return withTimeout(ctx, s.cfg.Timeout)
+}
+
+// getAttempt returns the context of one Get attempt.
+func (s *Store) getAttempt(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.cfg.GetTimeout > 0 {
+		return withTimeout(ctx, s.cfg.GetTimeout)
+	}
+	return s.attempt(ctx)
+}
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// cancelOnClose ends an attempt's context when its stream is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
 // Get opens key, retrying transient failures, and returns a reader that
 // reopens the stream at the offset it reached when reading fails
 // transiently.
 func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadCloser, error) {
 	var rc io.ReadCloser
-	err := s.do(ctx, "get", key, retryableRead, func() (err error) {
-		rc, err = s.inner.Get(ctx, key, off, limit)
-		return err
+	err := s.do(ctx, "get", key, retryableRead, func(ctx context.Context) (err error) {
+		actx, cancel := s.getAttempt(ctx)
+		rc, err = s.inner.Get(actx, key, off, limit)
+		if err != nil {
+			cancel()
+			return err
+		}
+		rc = &cancelOnClose{rc, cancel}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -219,12 +265,14 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 		return fmt.Errorf("%s: put %q: %w", s, key, err)
 	}
 	attempt := 0
-	return s.do(ctx, "put", key, Retryable, func() error {
+	return s.do(ctx, "put", key, Retryable, func(ctx context.Context) error {
 		attempt++
 		body, err := rewind(attempt)
 		if err != nil {
 			return fmt.Errorf("%s: put %q: rewind content: %w", s, key, err)
 		}
+		ctx, cancel := s.attempt(ctx)
+		defer cancel()
 		return s.inner.Put(ctx, key, body)
 	})
 }
@@ -254,7 +302,9 @@ func rewinder(r io.Reader) (func(attempt int) (io.Reader, error), error) {
 
 // Delete removes key, retrying transient failures.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	return s.do(ctx, "delete", key, Retryable, func() error {
+	return s.do(ctx, "delete", key, Retryable, func(ctx context.Context) error {
+		ctx, cancel := s.attempt(ctx)
+		defer cancel()
 		return s.inner.Delete(ctx, key)
 	})
 }
@@ -262,7 +312,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 // Head returns the Info of key, retrying transient failures.
 func (s *Store) Head(ctx context.Context, key string) (object.Info, error) {
 	var info object.Info
-	err := s.do(ctx, "head", key, Retryable, func() (err error) {
+	err := s.do(ctx, "head", key, Retryable, func(ctx context.Context) (err error) {
+		ctx, cancel := s.attempt(ctx)
+		defer cancel()
 		info, err = s.inner.Head(ctx, key)
 		return err
 	})
@@ -272,7 +324,9 @@ func (s *Store) Head(ctx context.Context, key string) (object.Info, error) {
 // List lists the wrapped store, retrying transient failures.
 func (s *Store) List(ctx context.Context, prefix, marker string, limit int) ([]object.Info, error) {
 	var infos []object.Info
-	err := s.do(ctx, "list", prefix, Retryable, func() (err error) {
+	err := s.do(ctx, "list", prefix, Retryable, func(ctx context.Context) (err error) {
+		ctx, cancel := s.attempt(ctx)
+		defer cancel()
 		infos, err = s.inner.List(ctx, prefix, marker, limit)
 		return err
 	})

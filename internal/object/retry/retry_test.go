@@ -18,6 +18,7 @@ import (
 	"github.com/sluicefs/sluice/internal/object"
 	"github.com/sluicefs/sluice/internal/object/fault"
 	"github.com/sluicefs/sluice/internal/object/file"
+	"github.com/sluicefs/sluice/internal/object/mem"
 	"github.com/sluicefs/sluice/internal/object/objecttest"
 	"github.com/sluicefs/sluice/internal/object/retry"
 )
@@ -471,5 +472,60 @@ func TestConfig(t *testing.T) {
 		if _, err := retry.New(newFile(t), cfg); err == nil {
 			t.Errorf("New accepted %+v", cfg)
 		}
+	}
+}
+
+// hangFirst is a store whose first call of each kind hangs until its
+// context ends.
+type hangFirst struct {
+	object.Store
+	mu   sync.Mutex
+	hung map[string]bool
+}
+
+func (h *hangFirst) hang(ctx context.Context, op string) error {
+	h.mu.Lock()
+	first := !h.hung[op]
+	h.hung[op] = true
+	h.mu.Unlock()
+	if !first {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (h *hangFirst) Get(ctx context.Context, key string, off, limit int64) (io.ReadCloser, error) {
+	if err := h.hang(ctx, "get"); err != nil {
+		return nil, err
+	}
+	return h.Store.Get(ctx, key, off, limit)
+}
+
+func (h *hangFirst) Put(ctx context.Context, key string, r io.Reader) error {
+	if err := h.hang(ctx, "put"); err != nil {
+		return err
+	}
+	return h.Store.Put(ctx, key, r)
+}
+
+func TestTimeoutRetriesAHungAttempt(t *testing.T) {
+	inner := &hangFirst{Store: mem.New("t"), hung: map[string]bool{}}
+	s, err := retry.New(inner, retry.Config{Timeout: 50 * time.Millisecond, MinBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Put(ctx, "k", strings.NewReader("data")); err != nil {
+		t.Fatalf("Put after a hung attempt: %v", err)
+	}
+	rc, err := s.Get(ctx, "k", 0, -1)
+	if err != nil {
+		t.Fatalf("Get after a hung attempt: %v", err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil || string(b) != "data" {
+		t.Fatalf("read %q, %v", b, err)
 	}
 }
