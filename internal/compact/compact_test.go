@@ -150,13 +150,13 @@ func TestPolicy(t *testing.T) {
 		want bool
 	}{
 		{"empty", Policy{}, nil, false},
-		{"few small", Policy{}, small(20, 100), false},
-		{"many small", Policy{}, small(21, 100), true},
-		{"many large", Policy{}, small(50, 1<<20), false},
-		{"too many large", Policy{}, small(100, 1<<20), true},
+		{"few small", Policy{}, small(50, 100), false},
+		{"many small", Policy{}, small(51, 100), true},
+		{"many large", Policy{}, small(150, 1<<20), false},
+		{"too many large", Policy{}, small(200, 1<<20), true},
 		{"tuned", Policy{MaxSlices: 5}, small(5, 1<<20), true},
-		{"half small", Policy{}, append(small(11, 100), small(11, 1<<20)...), true},
-		{"mostly large", Policy{}, append(small(10, 100), small(12, 1<<20)...), false},
+		{"half small", Policy{}, append(small(26, 100), small(26, 1<<20)...), true},
+		{"mostly large", Policy{}, append(small(25, 100), small(27, 1<<20)...), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,7 +57,7 @@ func TestCompactMounted(t *testing.T) {
 func TestCompactAutomatic(t *testing.T) {
 	v := newVolume(t)
 	v.mount(t)
-	const pieces = 120 // past the policy's 100 slices per chunk
+	const pieces = 120 // past the policy's 50 small slices per chunk, twice
 	want := writeFragmented(t, v.path("frag"), pieces)
 	// The last compaction rewrites the whole file as one slice of one
 	// block, whose key ends with its length.
