@@ -81,6 +81,7 @@ func TestFsx(t *testing.T) {
 		{"writeback", []string{"--writeback"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // fsx waits on fsyncs much of the time: two runs share the cores well
 			v := newVolume(t, "--block-size", "64K")
 			v.mount(t, tt.mountArgs...)
 			cfg := filepath.Join(v.dir, "fsx.toml")
