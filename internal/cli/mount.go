@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -107,7 +108,7 @@ returns once the mount is ready and serves in the background, logging to
 	fl.Var(secondsValue{&o.entryCache}, "entry-cache", "how long the kernel caches file entries (seconds or a duration)")
 	fl.Var(secondsValue{&o.dirEntryCache}, "dir-entry-cache", "how long the kernel caches directory entries (seconds or a duration)")
 	fl.BoolVar(&o.readOnly, "read-only", false, "mount read-only: every change fails with EROFS")
-	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers; writers wait when it is used up (a plain number is MiB)")
+	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers (writers wait when it is used up) and, as much again, for the in-memory block cache (a plain number is MiB)")
 	fl.IntVar(&o.maxUploads, "max-uploads", o.maxUploads, "number of blocks uploaded concurrently")
 	fl.Var(sizeValue{&o.maxReadahead, 1 << 20}, "max-readahead", "largest readahead window of one sequential reader (a plain number is MiB; 0 disables readahead)")
 	fl.IntVar(&o.prefetch, "prefetch", o.prefetch, "blocks a random read may fetch whole in the background, concurrently (0: fetch only the bytes read)")
@@ -211,6 +212,11 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	// Write buffers and the memory block cache are each bounded by
+	// --buffer-size; a soft limit a little above both makes the garbage
+	// collector keep the process near that instead of at twice its live
+	// heap.
+	debug.SetMemoryLimit(2*o.bufferSize + 256<<20)
 	log := logger(o.debug)
 	if o.pprof != "" {
 		if err := servePprof(o.pprof, log); err != nil {
