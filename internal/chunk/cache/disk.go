@@ -31,12 +31,22 @@ type DiskConfig struct {
 	// free: below it blocks are evicted and not cached, and Stage refuses
 	// blocks.
 	FreeSpaceRatio float64
+	// OpenFiles bounds the cached files kept open for range reads, split
+	// evenly over Dirs: 0 means DefaultOpenFiles, or a quarter of the
+	// process's limit of open files when that is lower; a negative number
+	// keeps none open.
+	OpenFiles int
 	// Logger receives warnings about failing cache IO; nil discards them.
 	Logger *slog.Logger
 	// Statfs reports the bytes available and the total size of the file
 	// system holding path; nil uses statfs(2). Tests inject numbers here.
 	Statfs func(path string) (avail, total uint64, err error)
 }
+
+// DefaultOpenFiles is the number of cached files a Disk keeps open when
+// DiskConfig.OpenFiles is zero. Each holds a file descriptor and the page
+// sums of its block (4 KiB for 4 MiB).
+const DefaultOpenFiles = 1024
 
 // Validate checks the configuration.
 func (c *DiskConfig) Validate() error {
@@ -83,6 +93,7 @@ type diskDir struct {
 	mu struct {
 		sync.Mutex
 		lru        *lru
+		open       *openFiles        // handles of indexed keys only
 		pending    map[string][]byte // queued by Put, not yet written
 		staged     map[string]int64  // staged key → file size
 		stagedUsed int64
@@ -118,6 +129,13 @@ func NewDisk(conf DiskConfig) (*Disk, error) {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	n := int64(len(conf.Dirs))
+	if conf.OpenFiles == 0 {
+		conf.OpenFiles = defaultOpenFiles()
+	}
+	openPerDir := 0
+	if conf.OpenFiles > 0 {
+		openPerDir = max(1, conf.OpenFiles/len(conf.Dirs))
+	}
 	for _, dir := range conf.Dirs {
 		dd := &diskDir{
 			d:            d,
@@ -129,6 +147,7 @@ func NewDisk(conf DiskConfig) (*Disk, error) {
 			scanned:      make(chan struct{}),
 		}
 		dd.mu.lru = newLRU()
+		dd.mu.open = newOpenFiles(openPerDir)
 		dd.mu.pending = map[string][]byte{}
 		dd.mu.staged = map[string]int64{}
 		dd.mu.gone = map[string]bool{}
@@ -154,14 +173,20 @@ func NewDisk(conf DiskConfig) (*Disk, error) {
 	return d, nil
 }
 
-// Close stops the background scan, writes the blocks still queued, and
-// waits for both. Later Puts and Stages are dropped or refused.
+// Close stops the background scan, writes the blocks still queued, waits
+// for both, and closes the files kept open for reads (those in use close
+// when their reads end). Later Puts and Stages are dropped or refused.
 func (d *Disk) Close() {
 	if d.closed.Swap(true) {
 		return
 	}
 	close(d.stop)
 	d.wg.Wait()
+	for _, dd := range d.dirs {
+		dd.mu.Lock()
+		dd.mu.open.close()
+		dd.mu.Unlock()
+	}
 }
 
 // dir returns the directory of key.
@@ -204,7 +229,7 @@ func (d *Disk) Get(key string) ([]byte, bool) {
 		dd.mu.Unlock()
 		return b, true
 	}
-	indexed := dd.mu.lru.touch(key)
+	indexed := dd.mu.lru.touch(key) != 0
 	_, staged := dd.mu.staged[key]
 	dd.mu.Unlock()
 	if indexed || dd.scanning() {
@@ -232,7 +257,9 @@ func (d *Disk) Get(key string) ([]byte, bool) {
 // ReadAt fills p with the bytes at off of the cached block of key, reading
 // and checking only the pages p covers. It reports false on a miss, when
 // the range is outside the block, or when the file fails its checksums
-// (it is then removed).
+// (it is then removed); p may then have been written to. Cached files
+// stay open between reads (see DiskConfig.OpenFiles), so that a hit costs
+// one pread and the checksums of the pages read.
 func (d *Disk) ReadAt(key string, p []byte, off int64) bool {
 	if !validKey(key) {
 		return false
@@ -247,15 +274,16 @@ func (d *Disk) ReadAt(key string, p []byte, off int64) bool {
 		copy(p, b[off:])
 		return true
 	}
-	indexed := dd.mu.lru.touch(key)
+	version := dd.mu.lru.touch(key)
+	var h *handle
+	if version != 0 {
+		h = dd.mu.open.get(key)
+	}
 	_, staged := dd.mu.staged[key]
 	dd.mu.Unlock()
-	if indexed || dd.scanning() {
-		size, err := readFileRange(dd.raw, key, p, off)
+	if version != 0 || dd.scanning() {
+		err := dd.readRaw(key, h, version, p, off)
 		if err == nil {
-			if !indexed {
-				dd.index(key, size)
-			}
 			return true
 		}
 		if !errors.Is(err, errRange) {
@@ -263,11 +291,40 @@ func (d *Disk) ReadAt(key string, p []byte, off int64) bool {
 		}
 	}
 	if staged {
-		if _, err := readFileRange(dd.staging, key, p, off); err == nil {
+		if err := readFileRange(dd.staging, key, p, off); err == nil {
 			return true
 		}
 	}
 	return false
+}
+
+// readRaw fills p from off in the cached file of key through h, a handle
+// the caller holds a reference to, or, when h is nil, by opening the file.
+// version is that of key in the index when the caller looked, 0 when it
+// was not indexed. A file opened is kept open if its key still has that
+// version; one found outside the index during the restart scan is indexed
+// first.
+func (dd *diskDir) readRaw(key string, h *handle, version uint64, p []byte, off int64) error {
+	if h == nil {
+		var err error
+		if h, err = openHandle(dd.raw, key); err != nil {
+			return err
+		}
+		dd.mu.Lock()
+		if version == 0 {
+			version = dd.mu.lru.add(key, h.size(), false)
+		}
+		// Checked under the lock that Remove, drop and eviction hold to
+		// forget the key and its handle: the file of a key that left the
+		// index meanwhile, and maybe came back with a new file, is not
+		// kept open.
+		if dd.mu.lru.version(key) == version {
+			dd.mu.open.add(h)
+		}
+		dd.mu.Unlock()
+	}
+	defer h.release()
+	return h.readAt(p, off)
 }
 
 // Put queues data to be written as the cached block of key. It drops the
@@ -356,20 +413,23 @@ func (dd *diskDir) scanning() bool {
 	}
 }
 
-// forgetLocked drops key from the index.
+// forgetLocked drops key and its open file from the index.
 func (dd *diskDir) forgetLocked(key string) {
 	dd.mu.lru.remove(key)
+	dd.mu.open.drop(key)
 	if dd.mu.gone != nil {
 		dd.mu.gone[key] = true
 	}
 }
 
-// evictLocked drops least recently used entries of at least n bytes from
-// the index and returns their keys; the caller removes their files.
+// evictLocked drops least recently used entries of at least n bytes, and
+// their open files, from the index and returns their keys; the caller
+// removes their files.
 func (dd *diskDir) evictLocked(n int64) []string {
 	keys := dd.mu.lru.evict(n)
-	if dd.mu.gone != nil {
-		for _, key := range keys {
+	for _, key := range keys {
+		dd.mu.open.drop(key)
+		if dd.mu.gone != nil {
 			dd.mu.gone[key] = true
 		}
 	}
@@ -503,6 +563,7 @@ func (dd *diskDir) write(key string) {
 	// Rename under the lock, so a Remove of key cannot come between the
 	// check and the rename and leave the file behind.
 	if wanted {
+		dd.mu.open.drop(key) // of a file the restart scan found, about to be replaced
 		if err := os.Rename(tmp, filepath.Join(dd.raw, filepath.FromSlash(key))); err == nil {
 			dd.mu.lru.add(key, size, false)
 			return
@@ -580,19 +641,14 @@ func readFile(root, key string) ([]byte, error) {
 }
 
 // readFileRange fills p from off in the file of key under root, checking
-// the pages it reads, and returns the file's size.
-func readFileRange(root, key string, p []byte, off int64) (int64, error) {
-	f, err := os.Open(filepath.Join(root, filepath.FromSlash(key)))
+// its trailer and the pages it reads.
+func readFileRange(root, key string, p []byte, off int64) error {
+	h, err := openHandle(root, key)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	_, err = readRange(key, f, info.Size(), p, off)
-	return info.Size(), err
+	defer h.release()
+	return h.readAt(p, off)
 }
 
 // writeTemp writes data and its trailer to a temporary file next to the

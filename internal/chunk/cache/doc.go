@@ -16,12 +16,21 @@
 // always maps to the same directory (by hash), so a staged block moves into
 // the cache by a rename on one file system.
 //
-// Every file ends with a trailer: a CRC32C per 32 KiB page of data, the
-// data length, and a CRC32C of those two. Reads check the pages they
-// return; a file that is short, corrupt or not in this format is removed
-// and reported as a miss, never returned. Files are written to a temporary
-// name and renamed, so a reader never sees a partial file; staged files
-// are also fsync'd, with their directory, before Stage returns.
+// Every file ends with a trailer: a CRC32C per 4 KiB page of data, the
+// data length, and a CRC32C of those two and the key. Reads check the
+// pages they return; a file that is short, corrupt or not in this format
+// is removed and reported as a miss, never returned. Files are written to
+// a temporary name and renamed, so a reader never sees a partial file;
+// staged files are also fsync'd, with their directory, before Stage
+// returns.
+//
+// Range reads (Disk.ReadAt) keep up to DiskConfig.OpenFiles cached files
+// open, with their checked page sums, so that a hit costs one pread and
+// the checksums of the pages read. An open file is closed, once the reads
+// using it end, when its block leaves the cache (Remove, eviction, a
+// failed check), when more files are open than allowed, and on Close.
+// Blocks are immutable, so a read that started before a removal may finish
+// from the unlinked file; every page it returns is checked.
 //
 // # Eviction and space
 //

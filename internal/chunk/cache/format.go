@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
+	"sync"
 )
 
 // A cached or staged file is the block's data followed by a trailer:
@@ -15,7 +17,7 @@ import (
 // Per-page sums let a range read check only the pages it returns; the key
 // in the last sum catches a valid file of another block under this name.
 const (
-	pageSize   = 32 << 10
+	pageSize   = 4 << 10
 	footerSize = 8
 )
 
@@ -76,48 +78,102 @@ func decode(key string, file []byte) ([]byte, error) {
 	return file[:n:n], nil
 }
 
-// readRange fills p with the data at off of the file r of key, size bytes,
-// checking the trailer and every page it reads from. It returns the data
-// length and fails with errCorrupt on any mismatch and errRange when p
-// reaches past the data.
-func readRange(key string, r io.ReaderAt, size int64, p []byte, off int64) (int, error) {
-	var foot [footerSize]byte
-	if size < footerSize {
-		return 0, fmt.Errorf("%w: %d bytes is shorter than a trailer", errCorrupt, size)
+// maxFileSize is the size of the file of the largest block the trailer
+// can describe; a larger file is corrupt.
+const maxFileSize = math.MaxUint32 + 4*(math.MaxUint32/pageSize+1) + footerSize
+
+// table is the checked trailer of a file: its data length and the sum of
+// each page.
+type table struct {
+	n    int
+	sums []byte // 4 bytes per page
+}
+
+// readTable reads the trailer of the file r of key, size bytes, in one
+// read, and checks it. It fails with errCorrupt on any mismatch.
+func readTable(key string, r io.ReaderAt, size int64) (table, error) {
+	if size < footerSize || size > maxFileSize {
+		return table{}, fmt.Errorf("%w: %d bytes is not the size of a cache file", errCorrupt, size)
 	}
-	if _, err := r.ReadAt(foot[:], size-footerSize); err != nil {
-		return 0, fmt.Errorf("read trailer: %w", err)
+	// The data is shorter than the file, so the trailer of its pages is
+	// at most this long.
+	tail := make([]byte, min(size, 4*int64(pages(int(size)))+footerSize))
+	if _, err := r.ReadAt(tail, size-int64(len(tail))); err != nil {
+		return table{}, fmt.Errorf("read trailer: %w", err)
 	}
-	n := int(binary.LittleEndian.Uint32(foot[:]))
+	foot := tail[len(tail)-footerSize:]
+	n := int(binary.LittleEndian.Uint32(foot))
 	if encodedSize(n) != size {
-		return 0, fmt.Errorf("%w: %d bytes, but its trailer says %d data bytes", errCorrupt, size, n)
+		return table{}, fmt.Errorf("%w: %d bytes, but its trailer says %d data bytes", errCorrupt, size, n)
 	}
 	k := pages(n)
-	sums := make([]byte, 4*k+4)
-	if _, err := r.ReadAt(sums[:4*k], int64(n)); err != nil {
-		return 0, fmt.Errorf("read checksums: %w", err)
+	t := tail[len(tail)-4*k-footerSize:]
+	if tableSum(key, t[:4*k+4]) != binary.LittleEndian.Uint32(t[4*k+4:]) {
+		return table{}, fmt.Errorf("%w: trailer checksum mismatch", errCorrupt)
 	}
-	copy(sums[4*k:], foot[:4])
-	if tableSum(key, sums) != binary.LittleEndian.Uint32(foot[4:]) {
-		return 0, fmt.Errorf("%w: trailer checksum mismatch", errCorrupt)
-	}
-	if off < 0 || off+int64(len(p)) > int64(n) {
-		return n, fmt.Errorf("%w: %d+%d of %d data bytes", errRange, off, len(p), n)
+	return table{n: n, sums: t[: 4*k : 4*k]}, nil
+}
+
+// readAt fills p with the data at off of the file r whose trailer is t,
+// checking every page it reads. It fails with errCorrupt on a mismatch and
+// with errRange when p reaches past the data; p may have been written to
+// when it fails. A range of whole pages is read straight into p, any
+// other into a pooled buffer.
+func (t table) readAt(r io.ReaderAt, p []byte, off int64) error {
+	if off < 0 || off+int64(len(p)) > int64(t.n) {
+		return fmt.Errorf("%w: %d+%d of %d data bytes", errRange, off, len(p), t.n)
 	}
 	if len(p) == 0 {
-		return n, nil
+		return nil
 	}
-	first, last := int(off/pageSize), int((off+int64(len(p))-1)/pageSize)
-	buf := make([]byte, min(n, (last+1)*pageSize)-first*pageSize)
-	if _, err := r.ReadAt(buf, int64(first*pageSize)); err != nil {
-		return n, fmt.Errorf("read pages %d-%d: %w", first, last, err)
+	end := off + int64(len(p))
+	first, last := int(off/pageSize), int((end-1)/pageSize)
+	start, stop := int64(first)*pageSize, min(int64(t.n), int64(last+1)*pageSize)
+	buf := p
+	if off != start || end != stop {
+		bp := getBuffer(int(stop - start))
+		defer putBuffer(bp)
+		buf = *bp
+	}
+	if _, err := r.ReadAt(buf, start); err != nil {
+		return fmt.Errorf("read pages %d-%d: %w", first, last, err)
 	}
 	for i := first; i <= last; i++ {
 		page := buf[(i-first)*pageSize : min(len(buf), (i-first+1)*pageSize)]
-		if crc32.Checksum(page, castagnoli) != binary.LittleEndian.Uint32(sums[4*i:]) {
-			return n, fmt.Errorf("%w: checksum mismatch in page %d", errCorrupt, i)
+		if crc32.Checksum(page, castagnoli) != binary.LittleEndian.Uint32(t.sums[4*i:]) {
+			return fmt.Errorf("%w: checksum mismatch in page %d", errCorrupt, i)
 		}
 	}
-	copy(p, buf[off-int64(first*pageSize):])
-	return n, nil
+	if &buf[0] != &p[0] {
+		copy(p, buf[off-start:])
+	}
+	return nil
+}
+
+// maxPooled is the largest buffer kept for reuse: a FUSE read is at most
+// 1 MiB, plus a page at each end.
+const maxPooled = 1<<20 + 2*pageSize
+
+// buffers holds *[]byte for reads of partial pages.
+var buffers sync.Pool
+
+// getBuffer returns a buffer of n bytes from the pool, or a new one. Its
+// bytes are not zeroed: readAt overwrites or fails.
+func getBuffer(n int) *[]byte {
+	if bp, ok := buffers.Get().(*[]byte); ok {
+		if cap(*bp) >= n {
+			*bp = (*bp)[:n]
+			return bp
+		}
+		buffers.Put(bp)
+	}
+	b := make([]byte, n, max(n, 2*pageSize))
+	return &b
+}
+
+// putBuffer returns a buffer from getBuffer to the pool.
+func putBuffer(bp *[]byte) {
+	if cap(*bp) <= maxPooled {
+		buffers.Put(bp)
+	}
 }

@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"testing"
 )
@@ -14,6 +15,18 @@ func randomBytes(seed uint64, n int) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	return b
+}
+
+// readRange reads a range as Disk.ReadAt does: it fills p with the data
+// at off of the file r of key, size bytes, checking the trailer and every
+// page it reads from. It returns the data length and fails with
+// errCorrupt on any mismatch and errRange when p reaches past the data.
+func readRange(key string, r io.ReaderAt, size int64, p []byte, off int64) (int, error) {
+	t, err := readTable(key, r, size)
+	if err != nil {
+		return 0, err
+	}
+	return t.n, t.readAt(r, p, off)
 }
 
 func encode(key string, data []byte) []byte {
@@ -87,10 +100,14 @@ func TestFormatCorruption(t *testing.T) {
 				t.Errorf("decode under another key: err = %v, want errCorrupt", err)
 			}
 			page := max(tt.page, 0)
-			p := make([]byte, 10)
-			_, err := readRange(fmtKey, bytes.NewReader(file), int64(len(file)), p, int64(page*pageSize))
-			if !errors.Is(err, errCorrupt) {
-				t.Errorf("readRange of page %d: err = %v, want errCorrupt", page, err)
+			// 10 bytes go through a buffer, the whole page straight
+			// into p.
+			for _, m := range []int{10, min(pageSize, n-page*pageSize)} {
+				p := make([]byte, m)
+				_, err := readRange(fmtKey, bytes.NewReader(file), int64(len(file)), p, int64(page*pageSize))
+				if !errors.Is(err, errCorrupt) {
+					t.Errorf("readRange of %d bytes of page %d: err = %v, want errCorrupt", m, page, err)
+				}
 			}
 		})
 	}

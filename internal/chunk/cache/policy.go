@@ -8,11 +8,16 @@ type lru struct {
 	ll    *list.List // front = most recently used; values are *lruEntry
 	index map[string]*list.Element
 	used  int64
+	last  uint64 // the version of the latest add
 }
 
 type lruEntry struct {
 	key  string
 	size int64
+	// version changes with every add of key, so that a reader can tell
+	// that a key it found was removed and added again meanwhile (its
+	// file replaced).
+	version uint64
 }
 
 func newLRU() *lru {
@@ -21,24 +26,27 @@ func newLRU() *lru {
 
 // add records key as the most recently used entry, or, with old set, as
 // the least recently used one (the restart scan adds files it finds behind
-// those used since the start).
-func (l *lru) add(key string, size int64, old bool) {
+// those used since the start), and returns its new version.
+func (l *lru) add(key string, size int64, old bool) uint64 {
+	l.last++
 	if el, ok := l.index[key]; ok {
 		e := el.Value.(*lruEntry)
 		l.used += size - e.size
 		e.size = size
+		e.version = l.last
 		if !old {
 			l.ll.MoveToFront(el)
 		}
-		return
+		return e.version
 	}
-	e := &lruEntry{key: key, size: size}
+	e := &lruEntry{key: key, size: size, version: l.last}
 	if old {
 		l.index[key] = l.ll.PushBack(e)
 	} else {
 		l.index[key] = l.ll.PushFront(e)
 	}
 	l.used += size
+	return e.version
 }
 
 // has reports whether key is indexed.
@@ -47,13 +55,23 @@ func (l *lru) has(key string) bool {
 	return ok
 }
 
-// touch marks key as just used and reports whether it is indexed.
-func (l *lru) touch(key string) bool {
+// touch marks key as just used and returns its version, 0 when it is not
+// indexed.
+func (l *lru) touch(key string) uint64 {
 	el, ok := l.index[key]
-	if ok {
-		l.ll.MoveToFront(el)
+	if !ok {
+		return 0
 	}
-	return ok
+	l.ll.MoveToFront(el)
+	return el.Value.(*lruEntry).version
+}
+
+// version returns the version of key, 0 when it is not indexed.
+func (l *lru) version(key string) uint64 {
+	if el, ok := l.index[key]; ok {
+		return el.Value.(*lruEntry).version
+	}
+	return 0
 }
 
 // remove drops key and reports whether it was indexed.

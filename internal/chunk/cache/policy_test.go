@@ -86,3 +86,26 @@ func TestLRU(t *testing.T) {
 		t.Errorf("evict(0) = %q", got)
 	}
 }
+
+// TestLRUVersion checks that a key's version changes whenever it is added,
+// so that a reader can tell a key removed and added again from the one it
+// saw.
+func TestLRUVersion(t *testing.T) {
+	l := newLRU()
+	if v := l.touch("a"); v != 0 {
+		t.Errorf("touch of a missing key = %d, want 0", v)
+	}
+	v1 := l.add("a", 10, false)
+	if v := l.touch("a"); v == 0 || v != v1 || l.version("a") != v1 {
+		t.Errorf("touch = %d, version = %d, want %d from add", v, l.version("a"), v1)
+	}
+	l.remove("a")
+	if v := l.version("a"); v != 0 {
+		t.Errorf("version after remove = %d, want 0", v)
+	}
+	v2 := l.add("a", 10, false)
+	v3 := l.add("a", 12, true) // replaced in place
+	if v2 == v1 || v3 == v2 || l.version("a") != v3 {
+		t.Errorf("versions %d, %d, %d of three adds, now %d: want all different, the last current", v1, v2, v3, l.version("a"))
+	}
+}

@@ -182,6 +182,7 @@ func (d *Disk) Uploaded(key string) {
 	if store && os.MkdirAll(filepath.Dir(dst), 0o700) == nil && os.Rename(src, dst) == nil {
 		dd.mu.Lock()
 		dd.unstageLocked(key)
+		dd.mu.open.drop(key) // of a cached file just replaced
 		dd.mu.lru.add(key, size, false)
 		dd.mu.Unlock()
 		return

@@ -16,8 +16,11 @@
 //
 // Reads of one stream reach a FUSE file system slightly out of order (the
 // kernel keeps several requests in flight), so a read continues a session
-// when it starts anywhere from the session's window behind its end to one
-// window past it.
+// with a window when it starts anywhere from one window behind the
+// session's end to one window past it. A session without a window yet (one
+// read so far) is only continued by a read within Config.Gap of its end:
+// random reads over a big file would otherwise often land near one of the
+// sessions and each load whole blocks nobody reads.
 package readahead
 
 // Config bounds a Policy.
@@ -31,6 +34,10 @@ type Config struct {
 	Max int64
 	// Sessions is the number of concurrent sequential streams tracked.
 	Sessions int
+	// Gap is how far from a new session's end the next read may start
+	// and still continue it (default 256 KiB: two kernel readahead
+	// requests of a stream may arrive swapped).
+	Gap int64
 }
 
 // withDefaults fills unset fields.
@@ -46,6 +53,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Sessions <= 0 {
 		c.Sessions = 8
+	}
+	if c.Gap <= 0 {
+		c.Gap = 256 << 10
 	}
 	return c
 }
@@ -116,7 +126,10 @@ func (p *Policy) find(off int64) *session {
 	var best *session
 	for i := range p.sessions {
 		s := &p.sessions[i]
-		slack := max(s.window, p.conf.Min)
+		slack := s.window
+		if slack == 0 {
+			slack = p.conf.Gap
+		}
 		if off < s.end-slack || off > s.end+slack {
 			continue
 		}

@@ -71,6 +71,14 @@ func TestPolicy(t *testing.T) {
 			{2 * MiB, 1 * MiB, Range{}},                       // forgotten
 		},
 	}, {
+		name: "a read far from a new session's end starts another",
+		conf: conf, length: length, limit: 1 << 40,
+		steps: []step{
+			{0, 4 * KiB, Range{}},
+			{3 * MiB, 4 * KiB, Range{}}, // within Min but not Gap: random
+			{3*MiB + 4*KiB, 4 * KiB, Range{3*MiB + 8*KiB, 8 * MiB}},
+		},
+	}, {
 		name: "reads slightly out of order still hit",
 		conf: conf, length: length, limit: 1 << 40,
 		steps: []step{
