@@ -120,7 +120,7 @@ returns once the mount is ready and serves in the background, logging to
 	fl.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directories of the local block cache, separated by ':'; 'memory' keeps blocks in memory only")
 	fl.Var(sizeValue{&o.cacheSize, 1 << 20}, "cache-size", "size of the local block cache, across its directories (a plain number is MiB)")
 	fl.Float64Var(&o.freeRatio, "free-space-ratio", o.freeRatio, "share of each cache directory's disk kept free: below it cached blocks are evicted")
-	fl.BoolVar(&o.partialOnly, "cache-partial-only", false, "do not cache blocks this mount writes, or whole blocks read sequentially")
+	fl.BoolVar(&o.partialOnly, "cache-partial-only", false, "do not cache the blocks this mount writes (never cached on file storage, which is local already)")
 	fl.BoolVar(&o.writeback, "writeback", false, "acknowledge writes once their blocks are staged durably in the cache directory, and upload in the background (see `sluice umount --flush`)")
 	fl.StringVar(&o.metrics, "metrics", "", "serve object storage metrics in the Prometheus format at this address (e.g. 127.0.0.1:9567)")
 	fl.StringVar(&o.logFile, "log", defaultLogFile(), "log file of a background mount")
@@ -130,6 +130,11 @@ returns once the mount is ready and serves in the background, logging to
 	fl.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles over HTTP at this address (e.g. 127.0.0.1:6060)")
 	return cmd
 }
+
+// localStorage reports whether a storage keeps its objects on this host,
+// where caching the blocks a mount writes would only write them twice to
+// the same disks (and cost as much CPU again).
+func localStorage(storage string) bool { return storage == "file" || storage == "mem" }
 
 // validate checks the flags that take numbers and paths.
 func (o *mountOptions) validate() error {
@@ -251,7 +256,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		CacheDirs:        filepath.SplitList(o.cacheDir),
 		CacheSize:        o.cacheSize,
 		FreeSpaceRatio:   o.freeRatio,
-		CachePartialOnly: o.partialOnly,
+		CachePartialOnly: o.partialOnly || localStorage(f.Storage),
 		Writeback:        o.writeback,
 		VolumeUUID:       f.UUID,
 		MaxReadahead:     o.maxReadahead,
