@@ -120,6 +120,9 @@ type Client struct {
 		sync.Mutex
 		open      map[Ino]int  // open handles per inode
 		sustained map[Ino]bool // unlinked while open
+		// posix lists the inodes on which this session ever asked for a
+		// POSIX lock: only there can ReleaseLocks find records to drop.
+		posix map[Ino]bool
 	}
 
 	cancel context.CancelFunc
@@ -229,6 +232,7 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	c.trashDays.Store(int32(f.TrashDays))
 	c.mu.open = map[Ino]int{}
 	c.mu.sustained = map[Ino]bool{}
+	c.mu.posix = map[Ino]bool{}
 	if !conf.ReadOnly {
 		if err := c.registerSession(ctx); err != nil {
 			return nil, err

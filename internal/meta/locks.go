@@ -132,6 +132,11 @@ func (c *Client) SetLk(ctx context.Context, ino Ino, owner uint64, lk PosixLock,
 	if lk.Start > lk.End {
 		return syscall.EINVAL
 	}
+	if lk.Type != LockUnlock {
+		c.mu.Lock()
+		c.mu.posix[ino] = true
+		c.mu.Unlock()
+	}
 	return waitLock(ctx, block, func() error {
 		return c.st.Update(ctx, func(tx store.Tx) error {
 			if _, err := node(tx, ino); err != nil {
@@ -175,6 +180,12 @@ func (c *Client) SetLk(ctx context.Context, ino Ino, owner uint64, lk PosixLock,
 func (c *Client) ReleaseLocks(ctx context.Context, ino Ino, owner uint64) error {
 	if c.conf.ReadOnly {
 		return nil
+	}
+	c.mu.Lock()
+	held := c.mu.posix[ino]
+	c.mu.Unlock()
+	if !held {
+		return nil // no record of this session on ino
 	}
 	return c.st.Update(ctx, func(tx store.Tx) error {
 		tx.SetLock(ino, store.LockPosix, store.LockRecord{Sid: c.sid, Owner: owner})

@@ -22,7 +22,7 @@
 //
 //	{PREFIX}k KEY      the value of kvstore key KEY (binary)
 //	{PREFIX}i GROUP    sorted set (all scores 0) of the keys in scan group GROUP
-//	{PREFIX}w          never written: anchors WATCH to the volume's slot on a cluster
+//	{PREFIX}w          never written: names the volume's master on a cluster
 //
 // Redis has no ordered keyspace, so every key that kvstore may find by a
 // range scan is also a member of its group's sorted set; Scan reads the
@@ -31,23 +31,36 @@
 //
 // # Transactions
 //
-// Update is optimistic: every key read is WATCHed in the same round trip
-// that reads it (and a Scan WATCHes its group's sorted set, so a key added
-// to or removed from the range is a conflict), writes are buffered and read
-// back by the transaction, and the commit sends them in one MULTI/EXEC with
-// the matching ZADD/ZREM. An EXEC aborted by a changed watched key returns
-// an error wrapping store.ErrConflict, which kvstore retries. Writes that
+// Update is optimistic and needs no WATCH: reads are plain MGETs, writes
+// are buffered and read back by the transaction, and the commit is one
+// call of a server-side script (commitScript) that compares every value
+// the transaction read, and every sorted-set range it scanned, with what
+// is stored now, and applies the writes with the matching ZADD/ZREM only
+// if nothing changed. A change returns an error wrapping
+// store.ErrConflict, which kvstore retries. The scripts are generic: they
+// compare, read and write keys, and know nothing of POSIX; the Redis user
+// must be allowed EVALSHA and EVAL. Writes that
 // were not preceded by a read of the same key do not conflict, so clients
-// creating different names in one directory do not collide. View reads
-// without WATCH and therefore sees no snapshot: each call reads the latest
-// committed values.
+// creating different names in one directory do not collide. A transaction
+// that only read still runs the script, so its reads are known to have
+// been current when it returns. View reads without any check and
+// therefore sees no snapshot: each call reads the latest committed values.
+//
+// Round trips are what an operation costs, so the adapter saves them in
+// two ways. A read of a directory entry also returns, in the same round
+// trip, the node record the entry names (fetchScript; see followKey),
+// which kvstore reads next. And an Update may start from the values this
+// handle read or committed in the last moments (see recent) instead of
+// reading them again: the commit checks them like any other read, so a
+// stale one only costs a conflict and a retry. A FUSE LOOKUP followed by
+// CREATE or UNLINK thus reads once and commits once.
 //
 // # Why go-redis
 //
 // github.com/redis/go-redis is the maintained official Go client. It speaks
 // to a single server, Sentinel and Redis Cluster behind one interface
 // (redis.UniversalClient), follows cluster redirections, supports TLS and
-// ACL users, and pipelines WATCH/MULTI/EXEC on one sticky connection.
+// ACL users, and runs scripts by SHA with a fallback to EVAL.
 package redis
 
 import (
@@ -65,7 +78,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
 
@@ -75,6 +87,7 @@ type DB struct {
 	cluster bool
 	name    string // URL with the password removed
 	ns      string // "{PREFIX}": the hash tag every key starts with
+	recent  *recent
 }
 
 var _ kvstore.DB = (*DB)(nil)
@@ -254,7 +267,7 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 		return nil, err
 	}
 	ns := "{" + o.prefix + "}"
-	return &DB{c: c, cluster: cluster, name: o.String(), ns: ns}, nil
+	return &DB{c: c, cluster: cluster, name: o.String(), ns: ns, recent: newRecent()}, nil
 }
 
 // probe dials the addresses until one answers, so that an unreachable
@@ -335,33 +348,19 @@ func (d *DB) indexKey(g []byte) string { return d.ns + "i" + string(g) }
 func (d *DB) anchorKey() string        { return d.ns + "w" }
 
 // Update runs fn once in an optimistic transaction and commits its writes
-// with MULTI/EXEC; see the package doc.
+// with commitScript; see the package doc.
 func (d *DB) Update(ctx context.Context, fn func(kvstore.Txn) error) error {
-	var keys []string
-	if d.cluster {
-		keys = []string{d.anchorKey()} // selects the volume's node
-	}
-	ran := false
-	return d.c.Watch(ctx, func(tx *redis.Tx) error {
-		if ran {
-			return fmt.Errorf("%w: the Redis client repeated a transaction", store.ErrConflict)
-		}
-		ran = true
-		t := newTxn(ctx, d, tx.Pipelined, true)
-		err := fn(t)
-		if err == nil {
-			err = t.commit(tx)
-		}
-		if t.armed {
-			// WATCH went out in pipelines that go-redis does not track, and
-			// no EXEC released it: drop it before the connection is reused.
-			tx.Unwatch(context.WithoutCancel(ctx))
+	t := newTxn(ctx, d, true)
+	if err := fn(t); err != nil {
+		if cerr := t.checkGuesses(); cerr != nil {
+			return cerr
 		}
 		return err
-	}, keys...)
+	}
+	return t.commit()
 }
 
 // View runs fn with plain reads.
 func (d *DB) View(ctx context.Context, fn func(kvstore.Txn) error) error {
-	return fn(newTxn(ctx, d, d.c.Pipelined, false))
+	return fn(newTxn(ctx, d, false))
 }

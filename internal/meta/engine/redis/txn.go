@@ -3,64 +3,50 @@ package redis
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
 
-// pipeFunc sends the commands fn queues in one round trip: a plain
-// pipeline for View, one on the transaction's sticky connection for Update.
-type pipeFunc func(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
-
 // txn is one transaction. Maps are keyed by kvstore key (not Redis key).
 type txn struct {
-	ctx   context.Context
-	d     *DB
-	pipe  pipeFunc
-	watch bool // Update: WATCH every key and sorted set read
-	// armed reports a WATCH that no EXEC has released yet. WATCH goes out
-	// inside pipelines, which go-redis does not track, so Update releases it.
-	armed   bool
-	watched map[string]bool   // Redis keys watched so far
-	reads   map[string][]byte // values read so far; nil = missing
-	writes  map[string][]byte // buffered writes; nil = delete
+	ctx    context.Context
+	d      *DB
+	update bool
+	reads  map[string][]byte // values read; nil = missing. Update checks them at commit
+	pre    map[string][]byte // values fetched by following an entry, not read yet
+	writes map[string][]byte // buffered writes; nil = delete
+	scans  []rangeCheck      // Update: sorted-set ranges read, checked at commit
+	// guessed reports a value taken from DB.recent rather than read.
+	guessed bool
+}
+
+// rangeCheck is one ZRANGEBYLEX of an Update, checked again at commit.
+type rangeCheck struct {
+	idx, min, max string
+	count         int
+	digest        string
 }
 
 var _ kvstore.Txn = (*txn)(nil)
 
-func newTxn(ctx context.Context, d *DB, pipe pipeFunc, watch bool) *txn {
-	return &txn{ctx: ctx, d: d, pipe: pipe, watch: watch, watched: map[string]bool{},
-		reads: map[string][]byte{}, writes: map[string][]byte{}}
+func newTxn(ctx context.Context, d *DB, update bool) *txn {
+	return &txn{ctx: ctx, d: d, update: update, reads: map[string][]byte{}, writes: map[string][]byte{}}
 }
 
-// queueWatch queues a WATCH of the keys not watched yet; it is called
-// while queueing a pipeline, before the reads it protects.
-func (t *txn) queueWatch(p redis.Pipeliner, keys ...string) {
-	if !t.watch {
-		return
-	}
-	args := []any{"watch"}
-	for _, k := range keys {
-		if !t.watched[k] {
-			t.watched[k] = true
-			args = append(args, k)
-		}
-	}
-	if len(args) > 1 {
-		p.Do(t.ctx, args...)
-		t.armed = true
-	}
-}
-
-// fetch reads (and in Update watches) the keys whose value the transaction
-// does not know yet, in one round trip.
-func (t *txn) fetch(keys []string) error {
-	var need, rkeys []string
+// fetch makes the values of keys known: from the buffered writes, earlier
+// reads, prefetched values, in Update from the values the handle saw
+// recently, and otherwise from the server in one round trip. A point read
+// (Get, GetMany) also prefetches what directory entries point to, and
+// remembers small batches in DB.recent; the values of a Scan, which may be
+// many, are not remembered.
+func (t *txn) fetch(keys []string, point bool) error {
+	var need []string
+	var now time.Duration
 	for _, k := range keys {
 		if _, ok := t.writes[k]; ok {
 			continue
@@ -68,38 +54,129 @@ func (t *txn) fetch(keys []string) error {
 		if _, ok := t.reads[k]; ok {
 			continue
 		}
+		if v, ok := t.pre[k]; ok {
+			t.reads[k] = v
+			delete(t.pre, k)
+			continue
+		}
+		if point && now == 0 {
+			now = t.d.recent.now()
+		}
+		if point && t.update {
+			if v, ok := t.d.recent.get(k, now); ok {
+				t.reads[k] = v
+				t.guessed = true
+				continue
+			}
+		}
 		t.reads[k] = nil // placeholder, also drops duplicates
 		need = append(need, k)
-		rkeys = append(rkeys, t.d.dataKey(k))
 	}
 	if len(need) == 0 {
 		return nil
 	}
-	var mget *redis.SliceCmd
-	_, err := t.pipe(t.ctx, func(p redis.Pipeliner) error {
-		t.queueWatch(p, rkeys...)
-		mget = p.MGet(t.ctx, rkeys...)
-		return nil
-	})
-	if err == nil && len(mget.Val()) != len(need) {
-		err = fmt.Errorf("MGET of %d keys returned %d values", len(need), len(mget.Val()))
-	}
+	vals, next, err := t.d.read(t.ctx, need, point)
 	if err != nil {
 		for _, k := range need {
 			delete(t.reads, k)
 		}
-		return fmt.Errorf("redis: %w", err)
+		return err
 	}
-	for i, v := range mget.Val() {
-		switch v := v.(type) {
-		case nil:
-		case string:
-			t.reads[need[i]] = append([]byte{}, v...)
-		default:
-			return fmt.Errorf("redis: MGET returned a %T", v)
+	remember := point && len(need) <= recentBatch
+	for i, k := range need {
+		t.reads[k] = vals[i]
+		if remember {
+			t.d.recent.put(k, vals[i], now)
+		}
+		if next == nil {
+			continue
+		}
+		fk := followKey(vals[i])
+		if fk == "" || !followsValue(k) {
+			continue
+		}
+		if remember {
+			t.d.recent.put(fk, next[i], now)
+		}
+		_, read := t.reads[fk]
+		_, written := t.writes[fk]
+		if !read && !written {
+			if t.pre == nil {
+				t.pre = map[string][]byte{}
+			}
+			t.pre[fk] = next[i]
 		}
 	}
 	return nil
+}
+
+// followMax is the most keys a read with fetchScript may have.
+const followMax = 64
+
+// read reads keys (kvstore keys) in one round trip. With follow, and when
+// some key is a directory entry, it also returns, at the same index, the
+// value of the key each entry's value points to (see followKey).
+func (d *DB) read(ctx context.Context, keys []string, follow bool) (vals, next [][]byte, err error) {
+	rkeys := make([]string, len(keys))
+	for i, k := range keys {
+		rkeys[i] = d.dataKey(k)
+	}
+	if follow && len(keys) <= followMax {
+		args := make([]any, 4, 4+len(keys))
+		args[0], args[1] = d.dataKey(nodePrefix), nodeKind
+		args[2], args[3] = entryValue, entryInoFrom+1
+		some := false
+		for _, k := range keys {
+			if followsValue(k) {
+				args = append(args, "1")
+				some = true
+			} else {
+				args = append(args, "0")
+			}
+		}
+		if some {
+			return d.readFollow(ctx, rkeys, args)
+		}
+	}
+	res, err := d.c.MGet(ctx, rkeys...).Result()
+	if err == nil && len(res) != len(keys) {
+		err = fmt.Errorf("MGET of %d keys returned %d values", len(keys), len(res))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis: %w", err)
+	}
+	vals, err = values(res)
+	return vals, nil, err
+}
+
+func (d *DB) readFollow(ctx context.Context, rkeys []string, args []any) (vals, next [][]byte, err error) {
+	res, err := fetchScript.Run(ctx, d.c, rkeys, args...).Slice()
+	if err == nil && len(res) != 2*len(rkeys) {
+		err = fmt.Errorf("fetch script for %d keys returned %d values", len(rkeys), len(res))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis: %w", err)
+	}
+	all, err := values(res)
+	if err != nil {
+		return nil, nil, err
+	}
+	return all[:len(rkeys)], all[len(rkeys):], nil
+}
+
+// values converts a reply of bulk strings and nils.
+func values(res []any) ([][]byte, error) {
+	out := make([][]byte, len(res))
+	for i, v := range res {
+		switch v := v.(type) {
+		case nil:
+		case string:
+			out[i] = []byte(v)
+		default:
+			return nil, fmt.Errorf("redis: read returned a %T", v)
+		}
+	}
+	return out, nil
 }
 
 // value returns the known value of k (nil when missing); fetch must have
@@ -113,7 +190,7 @@ func (t *txn) value(k string) []byte {
 
 func (t *txn) Get(key []byte) ([]byte, error) {
 	k := string(key)
-	if err := t.fetch([]string{k}); err != nil {
+	if err := t.fetch([]string{k}, true); err != nil {
 		return nil, err
 	}
 	return bytes.Clone(t.value(k)), nil
@@ -124,7 +201,7 @@ func (t *txn) GetMany(keys [][]byte) ([][]byte, error) {
 	for i, k := range keys {
 		ks[i] = string(k)
 	}
-	if err := t.fetch(ks); err != nil {
+	if err := t.fetch(ks, true); err != nil {
 		return nil, err
 	}
 	out := make([][]byte, len(ks))
@@ -135,18 +212,17 @@ func (t *txn) GetMany(keys [][]byte) ([][]byte, error) {
 }
 
 // members returns up to count (0: all) members of the sorted set idx
-// between the ZRANGEBYLEX bounds lo and hi, watching the set in Update.
-func (t *txn) members(idx, lo, hi string, count int) ([]string, error) {
-	var zr *redis.StringSliceCmd
-	_, err := t.pipe(t.ctx, func(p redis.Pipeliner) error {
-		t.queueWatch(p, idx)
-		zr = p.ZRangeByLex(t.ctx, idx, &redis.ZRangeBy{Min: lo, Max: hi, Count: int64(count)})
-		return nil
-	})
+// between the ZRANGEBYLEX bounds min and max; Update checks the range
+// again at commit.
+func (t *txn) members(idx, min, max string, count int) ([]string, error) {
+	ms, err := t.d.c.ZRangeByLex(t.ctx, idx, &redis.ZRangeBy{Min: min, Max: max, Count: int64(count)}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	return zr.Val(), nil
+	if t.update {
+		t.scans = append(t.scans, rangeCheck{idx: idx, min: min, max: max, count: count, digest: rangeDigest(ms)})
+	}
+	return ms, nil
 }
 
 // Scan reads the range from the sorted set of the range's scan group, then
@@ -184,7 +260,7 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := t.fetch(ms); err != nil {
+		if err := t.fetch(ms, false); err != nil {
 			return nil, err
 		}
 		for _, m := range ms {
@@ -220,63 +296,3 @@ func (t *txn) Set(key, value []byte) {
 }
 
 func (t *txn) Delete(key []byte) { t.writes[string(key)] = nil }
-
-// commit sends the buffered writes and their index updates in one
-// MULTI/EXEC, which fails when a watched key changed. A transaction that
-// only read still runs an empty EXEC, so its reads are known to have been
-// consistent when it returns.
-func (t *txn) commit(tx *redis.Tx) error {
-	if len(t.writes) == 0 && !t.armed {
-		return nil
-	}
-	_, err := tx.TxPipelined(t.ctx, func(p redis.Pipeliner) error {
-		if len(t.writes) == 0 {
-			p.Ping(t.ctx)
-			return nil
-		}
-		var sets []any
-		var dels []string
-		adds := map[string][]redis.Z{}
-		rems := map[string][]any{}
-		for k, v := range t.writes {
-			rk := t.d.dataKey(k)
-			g := scanGroup([]byte(k))
-			if v == nil {
-				dels = append(dels, rk)
-				if g != nil {
-					idx := t.d.indexKey(g)
-					rems[idx] = append(rems[idx], k)
-				}
-				continue
-			}
-			sets = append(sets, rk, v)
-			if g != nil {
-				idx := t.d.indexKey(g)
-				adds[idx] = append(adds[idx], redis.Z{Member: k})
-			}
-		}
-		if len(sets) > 0 {
-			p.MSet(t.ctx, sets...)
-		}
-		if len(dels) > 0 {
-			p.Del(t.ctx, dels...)
-		}
-		for idx, zs := range adds {
-			p.ZAdd(t.ctx, idx, zs...)
-		}
-		for idx, ms := range rems {
-			p.ZRem(t.ctx, idx, ms...)
-		}
-		return nil
-	})
-	if err == nil || errors.Is(err, redis.TxFailedErr) || redis.IsExecAbortError(err) {
-		t.armed = false // EXEC ran and released the WATCH
-	}
-	switch {
-	case errors.Is(err, redis.TxFailedErr):
-		return fmt.Errorf("%w: a key read by the transaction changed", store.ErrConflict)
-	case err != nil:
-		return fmt.Errorf("redis commit: %w", err)
-	}
-	return nil
-}

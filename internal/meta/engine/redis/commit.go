@@ -1,0 +1,185 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// commit checks every value and range the transaction read and applies
+// the buffered writes with their index updates, or reports a conflict. A
+// transaction that read nothing has nothing to check and commits with a
+// plain MULTI/EXEC, which costs the server less than a script. A
+// transaction that only read still checks its reads, so they are known to
+// have been current when it returns.
+func (t *txn) commit() error {
+	switch {
+	case len(t.reads) > 0 || len(t.scans) > 0:
+		return t.run(true)
+	case len(t.writes) > 0:
+		return t.blind()
+	}
+	return nil
+}
+
+// checkGuesses is called when the transaction's function failed. When it
+// decided on values remembered from earlier reads, they are checked, so
+// that a stale guess gives a conflict (and a retry) rather than a wrong
+// error.
+func (t *txn) checkGuesses() error {
+	if !t.guessed {
+		return nil
+	}
+	if err := t.run(false); errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	return nil
+}
+
+// writePlan is the buffered writes in the shape of Redis commands.
+type writePlan struct {
+	setKeys []string
+	setVals []any
+	delKeys []string
+	index   []indexUpdate
+}
+
+// indexUpdate adds members to, or removes them from, one sorted set.
+type indexUpdate struct {
+	key     string
+	add     bool
+	members []any
+}
+
+func (t *txn) plan() writePlan {
+	var p writePlan
+	adds, rems := map[string]int{}, map[string]int{} // sorted set -> index in p.index
+	for k, v := range t.writes {
+		rk := t.d.dataKey(k)
+		if v == nil {
+			p.delKeys = append(p.delKeys, rk)
+		} else {
+			p.setKeys, p.setVals = append(p.setKeys, rk), append(p.setVals, v)
+		}
+		g := scanGroup([]byte(k))
+		if g == nil {
+			continue
+		}
+		idx, ops := t.d.indexKey(g), adds
+		if v == nil {
+			ops = rems
+		}
+		i, ok := ops[idx]
+		if !ok {
+			i = len(p.index)
+			ops[idx] = i
+			p.index = append(p.index, indexUpdate{key: idx, add: v != nil})
+		}
+		p.index[i].members = append(p.index[i].members, k)
+	}
+	return p
+}
+
+// blind commits writes that depend on no read with MULTI/EXEC.
+func (t *txn) blind() error {
+	p := t.plan()
+	_, err := t.d.c.TxPipelined(t.ctx, func(pipe redis.Pipeliner) error {
+		if len(p.setKeys) > 0 {
+			kv := make([]any, 0, 2*len(p.setKeys))
+			for i, k := range p.setKeys {
+				kv = append(kv, k, p.setVals[i])
+			}
+			pipe.MSet(t.ctx, kv...)
+		}
+		if len(p.delKeys) > 0 {
+			pipe.Del(t.ctx, p.delKeys...)
+		}
+		for _, u := range p.index {
+			if u.add {
+				zs := make([]redis.Z, len(u.members))
+				for i, m := range u.members {
+					zs[i].Member = m
+				}
+				pipe.ZAdd(t.ctx, u.key, zs...)
+			} else {
+				pipe.ZRem(t.ctx, u.key, u.members...)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		forget(t.d.recent, t.writes) // they may or may not have been applied
+		return fmt.Errorf("redis commit: %w", err)
+	}
+	now := t.d.recent.now()
+	for k, v := range t.writes {
+		t.d.recent.put(k, v, now)
+	}
+	return nil
+}
+
+// run sends commitScript with the transaction's checks and, with apply,
+// its writes.
+func (t *txn) run(apply bool) error {
+	var p writePlan
+	if apply {
+		p = t.plan()
+	}
+	keys, args := t.scriptArgs(&p)
+	sent := t.d.recent.now()
+	ok, err := commitScript.Run(t.ctx, t.d.c, keys, args...).Int()
+	switch {
+	case err != nil:
+		// The writes may or may not have been applied.
+		forget(t.d.recent, t.reads)
+		forget(t.d.recent, t.writes)
+		return fmt.Errorf("redis commit: %w", err)
+	case ok != 1:
+		forget(t.d.recent, t.reads)
+		return fmt.Errorf("%w: a key read by the transaction changed", store.ErrConflict)
+	}
+	for k, v := range t.reads {
+		t.d.recent.put(k, v, sent)
+	}
+	if apply {
+		for k, v := range t.writes {
+			t.d.recent.put(k, v, sent)
+		}
+	}
+	return nil
+}
+
+// scriptArgs returns the KEYS and ARGV of commitScript for the
+// transaction's checks and the writes of p.
+func (t *txn) scriptArgs(p *writePlan) ([]string, []any) {
+	n := len(t.reads) + len(t.scans) + len(p.setKeys) + len(p.delKeys) + len(p.index)
+	keys := make([]string, 0, n)
+	args := make([]any, 0, 5+2*len(t.reads)+4*len(t.scans)+len(p.setKeys)+len(t.writes)+2*len(p.index))
+	args = append(args, strconv.Itoa(len(t.reads)), strconv.Itoa(len(t.scans)),
+		strconv.Itoa(len(p.setKeys)), strconv.Itoa(len(p.delKeys)), strconv.Itoa(len(p.index)))
+	for k, v := range t.reads {
+		keys = append(keys, t.d.dataKey(k))
+		args = appendValueCheck(args, v)
+	}
+	for _, s := range t.scans {
+		keys = append(keys, s.idx)
+		args = append(args, s.min, s.max, strconv.Itoa(s.count), s.digest)
+	}
+	keys = append(keys, p.setKeys...)
+	args = append(args, p.setVals...)
+	keys = append(keys, p.delKeys...)
+	for _, u := range p.index {
+		keys = append(keys, u.key)
+		op := "r"
+		if u.add {
+			op = "a"
+		}
+		args = append(args, op, strconv.Itoa(len(u.members)))
+		args = append(args, u.members...)
+	}
+	return keys, args
+}
