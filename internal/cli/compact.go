@@ -98,20 +98,12 @@ func runCompactOffline(ctx context.Context, out io.Writer, metaURL, path string)
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	st, f, err := openVolume(ctx, metaURL)
+	st, f, obj, err := openVolumeData(ctx, metaURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	ino, _, err := meta.LookupPath(ctx, st, path)
-	if err != nil {
-		return err
-	}
-	bucket, err := openBucket(f)
-	if err != nil {
-		return err
-	}
-	obj, err := volumeStore(bucket, f)
 	if err != nil {
 		return err
 	}

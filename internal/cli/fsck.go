@@ -57,19 +57,11 @@ func runFsck(ctx context.Context, out io.Writer, metaURL string, o *fsckOptions)
 	if o.threads <= 0 {
 		return errors.New("--threads must be positive")
 	}
-	st, f, err := openVolume(ctx, metaURL)
+	st, f, obj, err := openVolumeData(ctx, metaURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	bucket, err := openBucket(f)
-	if err != nil {
-		return err
-	}
-	obj, err := volumeStore(bucket, f)
-	if err != nil {
-		return err
-	}
 	prog := newProgress()
 	var mu sync.Mutex
 	var paths int

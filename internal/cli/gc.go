@@ -74,19 +74,11 @@ func runGC(ctx context.Context, out io.Writer, metaURL string, o *gcOptions) err
 	if o.threads <= 0 {
 		return fmt.Errorf("--threads must be positive")
 	}
-	st, f, err := openVolume(ctx, metaURL)
+	st, f, obj, err := openVolumeData(ctx, metaURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	bucket, err := openBucket(f)
-	if err != nil {
-		return err
-	}
-	obj, err := volumeStore(bucket, f)
-	if err != nil {
-		return err
-	}
 	prog := newProgress()
 	refs, err := meta.ReferencedSlices(ctx, st, func(n int64) { prog.show("scanned %d metadata records", n) })
 	if err != nil {

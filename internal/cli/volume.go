@@ -30,6 +30,25 @@ func openVolume(ctx context.Context, metaURL string) (store.Store, *meta.Format,
 	return st, f, nil
 }
 
+// openVolumeData opens the metadata engine at metaURL, the volume
+// settings and the volume's data as it is laid out in the bucket
+// (volumeStore). The caller closes the store.
+func openVolumeData(ctx context.Context, metaURL string) (store.Store, *meta.Format, object.Store, error) {
+	st, f, err := openVolume(ctx, metaURL)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	bucket, err := openBucket(f)
+	if err == nil {
+		var obj object.Store
+		if obj, err = volumeStore(bucket, f); err == nil {
+			return st, f, obj, nil
+		}
+	}
+	st.Close()
+	return nil, nil, nil, err
+}
+
 // openBucket opens the volume's raw bucket, without prefix or compression,
 // with the stored keys; the environment variables ACCESS_KEY, SECRET_KEY
 // and SESSION_TOKEN override them when set.
