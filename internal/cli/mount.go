@@ -223,6 +223,12 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	// heap.
 	debug.SetMemoryLimit(2*o.bufferSize + 256<<20)
 	log := logger(o.debug)
+	// Catch signals from the start: one that arrives while the mount is
+	// being set up (the kernel may already show the mount) is handled
+	// once it is ready, by unmounting, instead of killing the process.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	if o.pprof != "" {
 		if err := servePprof(o.pprof, log); err != nil {
 			return err
@@ -306,9 +312,6 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 
 	gone := make(chan struct{})
 	go func() { srv.Wait(); close(gone) }()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	for done := false; !done; {
 		select {
 		case sig := <-sigs:
