@@ -21,6 +21,7 @@ func main() {
 	dir := flag.String("dir", "", "directory to work in (created; must be empty)")
 	n := flag.Int("n", 10000, "number of files")
 	list := flag.Int("list", 0, "also list a directory of this many entries (0: skip)")
+	settle = flag.Duration("settle", 1500*time.Millisecond, "pause before the stat phase, longer than the mount's entry and attribute caches")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "mdbench: -dir is required")
@@ -46,6 +47,9 @@ func phase(op string, n int, fn func(i int) error) error {
 	return nil
 }
 
+// settle is the pause before the stat phase.
+var settle *time.Duration
+
 func run(dir string, n, list int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -67,6 +71,11 @@ func run(dir string, n, list int) error {
 		{"unlink", func(i int) error { return unix.Unlink(name(dir, i) + ".r") }},
 	}
 	for _, s := range steps {
+		if s.op == "stat" && *settle > 0 {
+			// Let the kernel's entry and attribute caches of the files
+			// just created expire, so stat reaches the file system.
+			time.Sleep(*settle)
+		}
 		if s.op == "rename" {
 			if err := listing(dir, n); err != nil {
 				return err

@@ -134,6 +134,16 @@ func (r countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// lenCountingReader is a countingReader over a reader that knows how many
+// bytes it has left.
+type lenCountingReader struct {
+	countingReader
+	l interface{ Len() int }
+}
+
+// Len returns the bytes left to read.
+func (r lenCountingReader) Len() int { return r.l.Len() }
+
 // WriteTo lets io.Copy hand a whole in-memory block (a bytes.Reader) to
 // the writer in one call, as it would without the counting: otherwise
 // every Put of a file backend would copy through 32 KiB buffers.
@@ -149,7 +159,13 @@ func (r countingReader) WriteTo(w io.Writer) (int64, error) {
 // Put counts the call and the bytes the wrapped store reads from r.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	start := time.Now()
-	err := s.inner.Put(ctx, key, countingReader{r: r, n: &s.ops[opPut].bytes})
+	var cr io.Reader = countingReader{r: r, n: &s.ops[opPut].bytes}
+	if l, ok := r.(interface{ Len() int }); ok {
+		// Keep the length visible: the S3 backend sends a known length in
+		// one PUT instead of buffering the block first.
+		cr = lenCountingReader{cr.(countingReader), l}
+	}
+	err := s.inner.Put(ctx, key, cr)
 	s.done(opPut, start, err)
 	return err
 }

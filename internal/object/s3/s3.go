@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -250,14 +249,11 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 
 // knownSize returns the number of bytes left in r when r tells it without
 // being read, and -1 otherwise.
+// (bytes.Reader, bytes.Buffer, strings.Reader and decorators' wrappers of
+// them have a Len method.)
 func knownSize(r io.Reader) int64 {
-	switch r := r.(type) {
-	case *bytes.Reader:
-		return int64(r.Len())
-	case *bytes.Buffer:
-		return int64(r.Len())
-	case *strings.Reader:
-		return int64(r.Len())
+	if l, ok := r.(interface{ Len() int }); ok {
+		return int64(l.Len())
 	}
 	return -1
 }
