@@ -199,7 +199,7 @@ func TestCompactOffline(t *testing.T) {
 // deletes the blocks uploaded for slices never committed.
 func TestKilledMountLeavesConsistentVolume(t *testing.T) {
 	v := newVolume(t)
-	cmd := exec.Command(sluiceBin, "mount", v.metaURL, v.mnt)
+	cmd := exec.Command(sluiceBin, "mount", v.metaURL, v.mnt, "--cache-dir", filepath.Join(v.dir, "cache"))
 	var mlog bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &mlog, &mlog
 	if err := cmd.Start(); err != nil {

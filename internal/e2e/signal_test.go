@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,7 +18,7 @@ func TestForegroundMountStopsOnSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			v := newVolume(t)
-			cmd := exec.Command(sluiceBin, "mount", v.metaURL, v.mnt)
+			cmd := exec.Command(sluiceBin, "mount", v.metaURL, v.mnt, "--cache-dir", filepath.Join(v.dir, "cache"))
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
