@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 // asUser runs a shell command as user, returning its combined output.
@@ -18,10 +20,7 @@ func requireTool(t *testing.T, names ...string) {
 	t.Helper()
 	for _, n := range names {
 		if _, err := exec.LookPath(n); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is required under CI=true (apt install acl util-linux)", n)
-			}
-			t.Skipf("SKIPPING: %s not installed", n)
+			testserver.Missing(t, n+" is not installed", "apt-get install acl util-linux stress-ng")
 		}
 	}
 }

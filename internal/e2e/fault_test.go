@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 // startRedis starts a private redis-server on a free loopback port, so the
@@ -18,10 +20,7 @@ func startRedis(t *testing.T) (*exec.Cmd, string) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is required under CI=true")
-		}
-		t.Skip("SKIPPING: redis-server not installed")
+		testserver.Missing(t, "redis-server is not installed", "apt-get install redis-server")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -33,20 +33,7 @@ var knownSkips = regexp.MustCompile(`^(\w+::)*erofs_\w+$|^link::link_count_max$`
 
 func findPjdfstest(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("pjdfstest"); err == nil {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".cargo", "bin", "pjdfstest")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("pjdfstest is required under CI=true (cargo install --locked pjdfstest)")
-	}
-	t.Skip("SKIPPING pjdfstest: binary not found (cargo install --locked pjdfstest)")
-	return ""
+	return findCargoTool(t, "pjdfstest", "pjdfstest")
 }
 
 // TestPjdfstest runs the Rust pjdfstest POSIX suite on a mount of a

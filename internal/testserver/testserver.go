@@ -32,9 +32,18 @@ func URL(t testing.TB, env string) string {
 	if u := os.Getenv(env); u != "" {
 		return u
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not set: the server it names is required under CI=true", env)
-	}
-	t.Skipf("SKIPPING: %s is not set (run scripts/test-servers.sh, or `make test`, to start real servers)", env)
+	Missing(t, env+" is not set", "run scripts/test-servers.sh, or `make test`, to start real servers")
 	return ""
+}
+
+// Missing reports that something a test needs (a server, a tool, FUSE) is
+// not here: the test skips with a loud message, except under CI=true,
+// where everything is required and the test fails. hint says how to get
+// it.
+func Missing(t testing.TB, what, hint string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s: required under CI=true (%s)", what, hint)
+	}
+	t.Skipf("SKIPPING: %s (%s)", what, hint)
 }

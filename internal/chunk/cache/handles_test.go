@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 // openCacheFiles returns the paths of the files under dir that the
@@ -23,7 +25,7 @@ func openCacheFiles(t *testing.T, dir string) []string {
 	}
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Skipf("SKIP: cannot list this process's open files (%v); the test needs Linux's /proc", err)
+		testserver.Missing(t, fmt.Sprintf("cannot list this process's open files (%v)", err), "the test needs Linux's /proc")
 	}
 	var paths []string
 	for _, fd := range fds {
