@@ -1,5 +1,7 @@
 package redis
 
+import "github.com/sluicefs/sluice/internal/meta/store/kvstore"
+
 // scanGroup returns the scan group of key: the key prefix whose sorted set
 // lists key, so that kvstore can range-scan it, or nil when key is only ever
 // read by its full name. It is the one place that knows kvstore's key
@@ -57,34 +59,14 @@ func groupEnd(g []byte) []byte {
 	return nil
 }
 
-// A directory entry ("A" ino "D" name) holds the entry's type (1 byte) and
-// inode number (8 bytes), and kvstore reads the inode's node record
-// ("A" ino "I") right after it reads an entry (lookup, unlink, rename). A
-// read of an entry therefore also fetches that record, in the same round
-// trip (see fetchScript). The rule is here, next to scanGroup, because it
-// is kvstore's key layout too; if the layout changes, the prefetch only
-// becomes useless, never wrong, since a prefetched value is used only for
-// a read of exactly its key.
-const (
-	entryKind    = 'D'
-	entryValue   = 1 + 8 // bytes of an entry's value
-	entryInoFrom = 1     // the inode number is value[entryInoFrom:entryValue]
-	nodePrefix   = "A"   // a node record is nodePrefix ino nodeKind
-	nodeKind     = "I"
-)
+// kvstore reads the node record an entry names right after it reads the
+// entry (kvstore.EntryFollow); a read of an entry therefore also fetches
+// that record, in the same round trip (see fetchScript).
 
 // followsValue reports whether key is a directory entry, whose value names
 // the key that is read next.
-func followsValue(key string) bool {
-	const ino = 8
-	return len(key) > 1+ino+1 && key[0] == 'A' && key[1+ino] == entryKind
-}
+func followsValue(key string) bool { return kvstore.EntryFollow.Follows([]byte(key)) }
 
 // followKey returns the key that the value v of a directory entry points
 // to, or "" when v is not an entry's value.
-func followKey(v []byte) string {
-	if len(v) != entryValue {
-		return ""
-	}
-	return nodePrefix + string(v[entryInoFrom:]) + nodeKind
-}
+func followKey(v []byte) string { return string(kvstore.EntryFollow.Next(v)) }

@@ -123,8 +123,9 @@ func (d *DB) read(ctx context.Context, keys []string, follow bool) (vals, next [
 	}
 	if follow && len(keys) <= followMax {
 		args := make([]any, 4, 4+len(keys))
-		args[0], args[1] = d.dataKey(nodePrefix), nodeKind
-		args[2], args[3] = entryValue, entryInoFrom+1
+		f := kvstore.EntryFollow
+		args[0], args[1] = d.dataKey(f.Prefix), f.Suffix
+		args[2], args[3] = f.ValueLen, f.From+1
 		some := false
 		for _, k := range keys {
 			if followsValue(k) {
