@@ -121,66 +121,41 @@ func addUses(m map[SliceKey]SliceUse, ino Ino, c *store.ChunkRecord) {
 // PendingSlices returns the slices queued for block deletion.
 func PendingSlices(ctx context.Context, st store.Store) ([]Slice, error) {
 	var out []Slice
-	var cursor []byte
-	for {
-		var page []Slice
-		err := st.View(ctx, func(tx store.Tx) error {
-			var err error
-			page, cursor, err = tx.ScanDelSlices(cursor, scanPage)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
+	err := scanPages(ctx, st, store.Tx.ScanDelSlices, func(page []Slice) error {
 		out = append(out, page...)
-		if cursor == nil {
-			return out, nil
-		}
-	}
+		return nil
+	})
+	return out, err
 }
 
 // PendingFiles returns the deleted files whose data is still queued for
 // deletion.
 func PendingFiles(ctx context.Context, st store.Store) ([]store.DelFile, error) {
 	var out []store.DelFile
-	var cursor []byte
-	for {
-		var page []store.DelFile
-		err := st.View(ctx, func(tx store.Tx) error {
-			var err error
-			page, cursor, err = tx.ScanDelFiles(cursor, scanPage)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
+	err := scanPages(ctx, st, store.Tx.ScanDelFiles, func(page []store.DelFile) error {
 		out = append(out, page...)
-		if cursor == nil {
-			return out, nil
-		}
-	}
+		return nil
+	})
+	return out, err
 }
 
-// scanInodes calls fn for every inode record, one View per page, and
-// pageDone after each page.
-func scanInodes(ctx context.Context, st store.Store, fn func(store.InodeRecord) error, pageDone func()) error {
+// scanPages pages through one scan of the store, one View per page of
+// scanPage records, and hands each page to fn.
+func scanPages[T any](ctx context.Context, st store.Store, scan func(tx store.Tx, cursor []byte, limit int) ([]T, []byte, error), fn func(page []T) error) error {
 	var cursor []byte
 	for {
-		var page []store.InodeRecord
+		var page []T
 		err := st.View(ctx, func(tx store.Tx) error {
 			var err error
-			page, cursor, err = tx.ScanInodes(cursor, scanPage)
+			page, cursor, err = scan(tx, cursor, scanPage)
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		for _, r := range page {
-			if err := fn(r); err != nil {
-				return err
-			}
+		if err := fn(page); err != nil {
+			return err
 		}
-		pageDone()
 		if cursor == nil {
 			return nil
 		}
@@ -188,6 +163,20 @@ func scanInodes(ctx context.Context, st store.Store, fn func(store.InodeRecord) 
 			return err
 		}
 	}
+}
+
+// scanInodes calls fn for every inode record, one View per page, and
+// pageDone after each page.
+func scanInodes(ctx context.Context, st store.Store, fn func(store.InodeRecord) error, pageDone func()) error {
+	return scanPages(ctx, st, store.Tx.ScanInodes, func(page []store.InodeRecord) error {
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		pageDone()
+		return nil
+	})
 }
 
 // Check checks the metadata of the volume in st and reports each problem
@@ -463,17 +452,7 @@ func (c *checker) checkDirLinks(ino Ino, st inodeState) {
 // deletion queue with the referenced slices.
 func (c *checker) checkRefs(ctx context.Context) error {
 	counted := map[SliceKey]bool{}
-	var cursor []byte
-	for {
-		var page []store.SliceRefRecord
-		err := c.st.View(ctx, func(tx store.Tx) error {
-			var err error
-			page, cursor, err = tx.ScanSliceRefs(cursor, scanPage)
-			return err
-		})
-		if err != nil {
-			return err
-		}
+	err := scanPages(ctx, c.st, store.Tx.ScanSliceRefs, func(page []store.SliceRefRecord) error {
 		for _, r := range page {
 			k := SliceKey{r.Id, r.Size}
 			counted[k] = true
@@ -484,9 +463,10 @@ func (c *checker) checkRefs(ctx context.Context) error {
 				c.report(Damage{Ino: u.Ino, Msg: fmt.Sprintf("slice %d (%d bytes): %d chunk entries name it, but its reference count says %d", r.Id, r.Size, u.Refs, r.Extra+1)})
 			}
 		}
-		if cursor == nil {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for k, u := range c.res.Slices {
 		if u.Refs > 1 && !counted[k] {
