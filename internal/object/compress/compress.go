@@ -111,21 +111,14 @@ func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadC
 	if err != nil {
 		return nil, fmt.Errorf("%s: get %q: %s decompress: %w", s, key, s.algo, err)
 	}
-	data = data[min(off, int64(len(data))):]
-	if limit >= 0 && limit < int64(len(data)) {
-		data = data[:limit]
-	}
-	return io.NopCloser(bytes.NewReader(data)), nil
+	return object.RangeReader(data, off, limit), nil
 }
 
 // Put reads all of r, compresses it and stores the result under key.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
-	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	data, err := object.ReadWhole(r, MaxSize)
 	if err != nil {
 		return fmt.Errorf("%s: put %q: %w", s, key, err)
-	}
-	if len(data) > MaxSize {
-		return fmt.Errorf("%s: put %q: object larger than %d bytes", s, key, MaxSize)
 	}
 	out, err := s.codec.compress(data)
 	if err != nil {

@@ -183,32 +183,22 @@ func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadC
 		return nil, err
 	}
 	defer rc.Close()
-	stored, err := io.ReadAll(io.LimitReader(rc, MaxSize+1))
+	stored, err := object.ReadWhole(rc, MaxSize)
 	if err != nil {
-		return nil, fmt.Errorf("%s: get %q: %w", s, key, err)
-	}
-	if len(stored) > MaxSize {
-		return nil, fmt.Errorf("%s: get %q: stored object larger than %d bytes", s, key, MaxSize)
+		return nil, fmt.Errorf("%s: get %q: stored %w", s, key, err)
 	}
 	data, err := s.open(stored)
 	if err != nil {
 		return nil, fmt.Errorf("%s: get %q: %w", s, key, err)
 	}
-	data = data[min(off, int64(len(data))):]
-	if limit >= 0 && limit < int64(len(data)) {
-		data = data[:limit]
-	}
-	return io.NopCloser(bytes.NewReader(data)), nil
+	return object.RangeReader(data, off, limit), nil
 }
 
 // Put reads all of r, encrypts it and stores the result under key.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
-	plain, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	plain, err := object.ReadWhole(r, MaxSize)
 	if err != nil {
 		return fmt.Errorf("%s: put %q: %w", s, key, err)
-	}
-	if len(plain) > MaxSize {
-		return fmt.Errorf("%s: put %q: object larger than %d bytes", s, key, MaxSize)
 	}
 	out, err := s.seal(plain)
 	if err != nil {

@@ -134,38 +134,24 @@ func (r countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// lenCountingReader is a countingReader over a reader that knows how many
-// bytes it has left.
-type lenCountingReader struct {
-	countingReader
-	l interface{ Len() int }
-}
-
-// Len returns the bytes left to read.
-func (r lenCountingReader) Len() int { return r.l.Len() }
-
-// WriteTo lets io.Copy hand a whole in-memory block (a bytes.Reader) to
-// the writer in one call, as it would without the counting: otherwise
-// every Put of a file backend would copy through 32 KiB buffers.
-func (r countingReader) WriteTo(w io.Writer) (int64, error) {
-	if wt, ok := r.r.(io.WriterTo); ok {
-		n, err := wt.WriteTo(w)
-		r.n.Add(n)
-		return n, err
-	}
-	return io.Copy(w, struct{ io.Reader }{r})
-}
-
-// Put counts the call and the bytes the wrapped store reads from r.
+// Put counts the call and the bytes of r: all of them when the Put
+// succeeds for a reader that knows its length, else those the wrapped
+// store reads.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	start := time.Now()
-	var cr io.Reader = countingReader{r: r, n: &s.ops[opPut].bytes}
+	var err error
 	if l, ok := r.(interface{ Len() int }); ok {
-		// Keep the length visible: the S3 backend sends a known length in
-		// one PUT instead of buffering the block first.
-		cr = lenCountingReader{cr.(countingReader), l}
+		// A reader that knows its length (a block's bytes.Reader) goes
+		// down as it is, so the stores below still see its Len and
+		// WriteTo: the S3 backend sends one PUT of known length and the
+		// file backend one write, with no copy through buffers.
+		n := l.Len()
+		if err = s.inner.Put(ctx, key, r); err == nil {
+			s.ops[opPut].bytes.Add(int64(n))
+		}
+	} else {
+		err = s.inner.Put(ctx, key, countingReader{r: r, n: &s.ops[opPut].bytes})
 	}
-	err := s.inner.Put(ctx, key, cr)
 	s.done(opPut, start, err)
 	return err
 }
