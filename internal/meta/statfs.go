@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"math"
 	"syscall"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -51,10 +52,7 @@ func (c *Client) StatFS(ctx context.Context) (StatFS, error) {
 	var st StatFS
 	st.TotalSpace = c.format.Capacity
 	if st.TotalSpace == 0 {
-		st.TotalSpace = unlimited
-		for st.TotalSpace*8/10 < uint64(space) {
-			st.TotalSpace *= 2
-		}
+		st.TotalSpace = roomFor(unlimited, uint64(space))
 	}
 	if uint64(space) < st.TotalSpace {
 		st.AvailSpace = st.TotalSpace - uint64(space)
@@ -62,15 +60,22 @@ func (c *Client) StatFS(ctx context.Context) (StatFS, error) {
 	st.UsedInodes = uint64(inodes)
 	total := c.format.Inodes
 	if total == 0 {
-		total = 10 << 20
-		for total*8/10 < uint64(inodes) {
-			total *= 2
-		}
+		total = roomFor(10<<20, uint64(inodes))
 	}
 	if uint64(inodes) < total {
 		st.AvailInodes = total - uint64(inodes)
 	}
 	return st, nil
+}
+
+// roomFor doubles total until used is at most 80% of it, stopping before
+// it would overflow: sparse files can make used space near 2^63 (stress-ng's
+// fsize stressor did, and total*8 wrapped around, looping for ever).
+func roomFor(total, used uint64) uint64 {
+	for total/10*8 < used && total <= math.MaxUint64/2 {
+		total *= 2
+	}
+	return total
 }
 
 // checkSpaceQuota refuses growth past the volume's capacity.
