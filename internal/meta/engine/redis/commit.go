@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,7 +33,7 @@ func (t *txn) commit() error {
 // that a stale guess gives a conflict (and a retry) rather than a wrong
 // error.
 func (t *txn) checkGuesses() error {
-	if !t.guessed {
+	if !t.guessed && len(t.cached) == 0 {
 		return nil
 	}
 	if err := t.run(false); errors.Is(err, store.ErrConflict) {
@@ -87,6 +89,11 @@ func (t *txn) plan() writePlan {
 // blind commits writes that depend on no read with MULTI/EXEC.
 func (t *txn) blind() error {
 	p := t.plan()
+	if t.d.cache != nil {
+		keys := t.writeKeys()
+		t.d.cache.beginWrite(keys)
+		defer t.d.cache.endWrite(keys)
+	}
 	_, err := t.d.c.TxPipelined(t.ctx, func(pipe redis.Pipeliner) error {
 		if len(p.setKeys) > 0 {
 			kv := make([]any, 0, 2*len(p.setKeys))
@@ -131,7 +138,25 @@ func (t *txn) run(apply bool) error {
 	}
 	keys, args := t.scriptArgs(&p)
 	sent := t.d.recent.now()
-	ok, err := commitScript.Run(t.ctx, t.d.c, keys, args...).Int()
+	ok, err, done := t.runOnWatch(keys, args, apply)
+	if done {
+		return t.finish(ok, err, apply, sent)
+	}
+	if apply && t.d.cache != nil {
+		// The server reports these writes to the cache's connection
+		// like anybody's; until it has, the cache must not serve the
+		// keys (see cache.beginWrite).
+		wk := t.writeKeys()
+		t.d.cache.beginWrite(wk)
+		defer t.d.cache.endWrite(wk)
+	}
+	ok, err = commitScript.Run(t.ctx, t.d.c, keys, args...).Int()
+	return t.finish(ok, err, apply, sent)
+}
+
+// finish reports the outcome ok (1: applied) or err of a commit sent at
+// sent.
+func (t *txn) finish(ok int, err error, apply bool, sent time.Duration) error {
 	switch {
 	case err != nil:
 		// The writes may or may not have been applied.
@@ -140,6 +165,9 @@ func (t *txn) run(apply bool) error {
 		return fmt.Errorf("redis commit: %w", err)
 	case ok != 1:
 		forget(t.d.recent, t.reads)
+		if t.d.cache != nil {
+			t.d.cache.refresh(t.cached)
+		}
 		return fmt.Errorf("%w: a key read by the transaction changed", store.ErrConflict)
 	}
 	for k, v := range t.reads {
@@ -151,6 +179,58 @@ func (t *txn) run(apply bool) error {
 		}
 	}
 	return nil
+}
+
+// runOnWatch runs commitScript on the cache's connection, where the
+// server reports no change this handle makes (NOLOOP), so that after a
+// successful commit every value it read or wrote is current in the cache
+// until an invalidation says otherwise. done is false when the connection
+// is down or the server has not loaded the script yet: nothing was sent
+// or run, and the caller uses the pool.
+func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err error, done bool) {
+	if t.d.watch == nil {
+		return 0, nil, false
+	}
+	cmd := make([]string, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "EVALSHA", commitScript.Hash(), strconv.Itoa(len(keys)))
+	cmd = append(cmd, keys...)
+	for _, a := range args {
+		switch a := a.(type) {
+		case string:
+			cmd = append(cmd, a)
+		case []byte:
+			cmd = append(cmd, string(a))
+		default:
+			return 0, nil, false
+		}
+	}
+	v, err := t.d.watch.call(t.ctx, cmd...)
+	var re respError
+	switch {
+	case errors.Is(err, errNoSession):
+		return 0, nil, false
+	case errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT"):
+		return 0, nil, false
+	case err != nil:
+		return 0, err, true
+	}
+	n, isInt := v.(int64)
+	if !isInt {
+		return 0, fmt.Errorf("commit script returned %T", v), true
+	}
+	if n == 1 {
+		t.d.cache.committed(t.reads, t.writes, apply)
+	}
+	return int(n), nil, true
+}
+
+// writeKeys returns the keys the transaction writes.
+func (t *txn) writeKeys() []string {
+	keys := make([]string, 0, len(t.writes))
+	for k := range t.writes {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // scriptArgs returns the KEYS and ARGV of commitScript for the

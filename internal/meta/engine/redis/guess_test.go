@@ -23,7 +23,7 @@ func TestGuesses(t *testing.T) {
 
 func testGuesses(t *testing.T, raw string) {
 	ctx := context.Background()
-	d1, d2 := openDB(t, raw), openDB(t, raw)
+	d1, d2 := openDBNoCache(t, raw), openDBNoCache(t, raw)
 	defer d1.Close()
 	defer d2.Close()
 	trips, tctx := countTrips(t, ctx, d1)
@@ -106,7 +106,7 @@ func TestFollow(t *testing.T) {
 
 func testFollow(t *testing.T, raw string) {
 	ctx := context.Background()
-	d1, d2 := openDB(t, raw), openDB(t, raw)
+	d1, d2 := openDBNoCache(t, raw), openDBNoCache(t, raw)
 	defer d1.Close()
 	defer d2.Close()
 	trips, tctx := countTrips(t, ctx, d1)
@@ -196,7 +196,7 @@ func TestLargeTransaction(t *testing.T) {
 
 func testLargeTransaction(t *testing.T, raw string) {
 	ctx := context.Background()
-	d1, d2 := openDB(t, raw), openDB(t, raw)
+	d1, d2 := openDBNoCache(t, raw), openDBNoCache(t, raw)
 	defer d1.Close()
 	defer d2.Close()
 	const n = 2500

@@ -88,9 +88,15 @@ type DB struct {
 	name    string // URL with the password removed
 	ns      string // "{PREFIX}": the hash tag every key starts with
 	recent  *recent
+	cache   *cache   // nil on a cluster
+	watch   *watcher // keeps cache current
 }
 
 var _ kvstore.DB = (*DB)(nil)
+
+// cacheMax is the number of values a cache keeps per generation: it keeps
+// up to twice as many, about 200 bytes each.
+const cacheMax = 1 << 16
 
 // Timeouts of Open and of single network operations.
 var (
@@ -267,7 +273,12 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 		return nil, err
 	}
 	ns := "{" + o.prefix + "}"
-	return &DB{c: c, cluster: cluster, name: o.String(), ns: ns, recent: newRecent()}, nil
+	d := &DB{c: c, cluster: cluster, name: o.String(), ns: ns, recent: newRecent()}
+	if !cluster {
+		d.cache = newCache(cacheMax)
+		d.watch = newWatcher(o, ns, d.cache)
+	}
+	return d, nil
 }
 
 // probe dials the addresses until one answers, so that an unreachable
@@ -341,7 +352,12 @@ func checkEviction(ctx context.Context, c redis.UniversalClient) error {
 func (d *DB) Name() string { return d.name }
 
 // Close closes the connections.
-func (d *DB) Close() error { return d.c.Close() }
+func (d *DB) Close() error {
+	if d.watch != nil {
+		d.watch.close()
+	}
+	return d.c.Close()
+}
 
 func (d *DB) dataKey(k string) string  { return d.ns + "k" + k }
 func (d *DB) indexKey(g []byte) string { return d.ns + "i" + string(g) }

@@ -68,7 +68,7 @@ func countTrips(tb testing.TB, ctx context.Context, d *DB) (*tripCounter, contex
 func newBenchClient(tb testing.TB, env string) (*meta.Client, *DB, meta.Ino) {
 	tb.Helper()
 	ctx := context.Background()
-	d := openDB(tb, freshURL(tb, env))
+	d := openDBNoCache(tb, freshURL(tb, env))
 	st := kvstore.New(d)
 	tb.Cleanup(func() { st.Close() })
 	if _, err := meta.FormatVolume(ctx, st, &meta.Format{Name: "bench", UUID: "u", Storage: "mem", Bucket: "x", BlockSize: 4096}); err != nil {

@@ -23,6 +23,10 @@ type txn struct {
 	scans  []rangeCheck      // Update: sorted-set ranges read, checked at commit
 	// guessed reports a value taken from DB.recent rather than read.
 	guessed bool
+	// cached lists the keys whose values came from DB.cache. In Update
+	// they are checked at commit like any read; a conflict makes the
+	// cache read them again.
+	cached []string
 }
 
 // rangeCheck is one ZRANGEBYLEX of an Update, checked again at commit.
@@ -59,6 +63,13 @@ func (t *txn) fetch(keys []string, point bool) error {
 			delete(t.pre, k)
 			continue
 		}
+		if point && t.d.cache != nil {
+			if v, ok := t.d.cache.get(k); ok {
+				t.reads[k] = v
+				t.cached = append(t.cached, k)
+				continue
+			}
+		}
 		if point && now == 0 {
 			now = t.d.recent.now()
 		}
@@ -82,9 +93,15 @@ func (t *txn) fetch(keys []string, point bool) error {
 		}
 		return err
 	}
+	if point && t.d.cache != nil {
+		t.d.cache.want(need)
+	}
 	remember := point && len(need) <= recentBatch
 	for i, k := range need {
 		t.reads[k] = vals[i]
+		if vals[i] == nil && point && t.d.cache != nil {
+			t.d.cache.missed(k)
+		}
 		if remember {
 			t.d.recent.put(k, vals[i], now)
 		}
@@ -97,6 +114,9 @@ func (t *txn) fetch(keys []string, point bool) error {
 		}
 		if remember {
 			t.d.recent.put(fk, next[i], now)
+		}
+		if t.d.cache != nil {
+			t.d.cache.want([]string{fk})
 		}
 		_, read := t.reads[fk]
 		_, written := t.writes[fk]

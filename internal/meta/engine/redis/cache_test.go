@@ -1,0 +1,195 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/testserver"
+)
+
+// cachedHandles opens two handles on one fresh volume namespace and waits
+// until the first one's cache is live.
+func cachedHandles(t *testing.T) (d1, d2 *DB) {
+	t.Helper()
+	raw := freshURL(t, testserver.Redis)
+	d1, d2 = openDB(t, raw), openDB(t, raw)
+	t.Cleanup(func() { d1.Close(); d2.Close() })
+	if d1.cache == nil {
+		t.Fatal("no cache on a single server")
+	}
+	waitFor(t, "cache live", func() bool {
+		d1.cache.mu.Lock()
+		defer d1.cache.mu.Unlock()
+		return d1.cache.live
+	})
+	return d1, d2
+}
+
+// waitFor polls cond for up to two seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func get(t *testing.T, d *DB, k string) string {
+	t.Helper()
+	var v []byte
+	err := d.View(context.Background(), func(tx kvstore.Txn) error {
+		var err error
+		v, err = tx.Get([]byte(k))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v == nil {
+		return "<missing>"
+	}
+	return string(v)
+}
+
+func set(t *testing.T, d *DB, k, v string) {
+	t.Helper()
+	err := d.Update(context.Background(), func(tx kvstore.Txn) error {
+		if _, err := tx.Get([]byte(k)); err != nil {
+			return err
+		}
+		if v == "" {
+			tx.Delete([]byte(k))
+		} else {
+			tx.Set([]byte(k), []byte(v))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cached reports whether the cache of d serves k now.
+func cached(d *DB, k string) bool {
+	_, ok := d.cache.get(k)
+	return ok
+}
+
+// TestCacheOwnWrites: a handle reads what it committed, at once, from
+// the cache, through a long run of changes to one key.
+func TestCacheOwnWrites(t *testing.T) {
+	d1, _ := cachedHandles(t)
+	k := "Cown"
+	for i := range 300 {
+		want := fmt.Sprint("v", i)
+		set(t, d1, k, want)
+		if got := get(t, d1, k); got != want {
+			t.Fatalf("step %d: read %q after writing %q", i, got, want)
+		}
+	}
+	if !cached(d1, k) {
+		t.Error("the last value written is not served from the cache")
+	}
+}
+
+// TestCacheOtherWrites: a value cached by one handle and changed by
+// another is not served once the change is reported, and the new value
+// is cached in its place.
+func TestCacheOtherWrites(t *testing.T) {
+	d1, d2 := cachedHandles(t)
+	k := "Cother"
+	set(t, d2, k, "old")
+	if got := get(t, d1, k); got != "old" {
+		t.Fatalf("read %q, want old", got)
+	}
+	waitFor(t, "the value to be cached", func() bool { return cached(d1, k) })
+	for i := range 50 {
+		want := fmt.Sprint("new", i)
+		set(t, d2, k, want)
+		// The change reaches d1 through its tracking connection a moment
+		// after d2's commit returns; from then on d1 never serves the
+		// old value.
+		waitFor(t, "the change to be seen", func() bool { return get(t, d1, k) == want })
+		for range 20 {
+			if got := get(t, d1, k); got != want {
+				t.Fatalf("step %d: read %q after having read %q", i, got, want)
+			}
+		}
+	}
+	waitFor(t, "the new value to be cached", func() bool { return cached(d1, k) })
+	set(t, d2, k, "")
+	waitFor(t, "the deletion to be seen", func() bool { return get(t, d1, k) == "<missing>" })
+}
+
+// TestCacheKnownDirectory: after a miss, a directory's names are listed,
+// and names missing from it are answered by the cache; names another
+// handle adds or removes are seen.
+func TestCacheKnownDirectory(t *testing.T) {
+	d1, d2 := cachedHandles(t)
+	dir := "A\x00\x00\x00\x00\x00\x00\x00\x07D"
+	set(t, d2, dir+"a", "\x01\x00\x00\x00\x00\x00\x00\x00\x08")
+	if got := get(t, d1, dir+"b"); got != "<missing>" {
+		t.Fatalf("read %q for a missing name", got)
+	}
+	waitFor(t, "the directory to be listed", func() bool { return cached(d1, dir+"zzz") })
+	if cached(d1, dir+"a") && get(t, d1, dir+"a") == "<missing>" {
+		t.Fatal("an existing name is served as missing")
+	}
+	set(t, d2, dir+"c", "\x01\x00\x00\x00\x00\x00\x00\x00\x09")
+	waitFor(t, "the new name to be seen", func() bool { return get(t, d1, dir+"c") != "<missing>" })
+	set(t, d2, dir+"a", "")
+	waitFor(t, "the removed name to be seen", func() bool { return get(t, d1, dir+"a") == "<missing>" })
+	if got := get(t, d1, dir+"c"); got == "<missing>" {
+		t.Fatal("a name seen before is served as missing")
+	}
+}
+
+// TestCacheConnectionLost: when the tracking connection is killed, the
+// cache stops serving values, and it comes back after reconnecting.
+func TestCacheConnectionLost(t *testing.T) {
+	d1, d2 := cachedHandles(t)
+	k := "Clost"
+	set(t, d2, k, "one")
+	get(t, d1, k)
+	waitFor(t, "the value to be cached", func() bool { return cached(d1, k) })
+
+	c := redis.NewClient(&redis.Options{Addr: strings.Split(d1.watch.o.addrs[0], ",")[0], Password: d1.watch.o.password})
+	defer c.Close()
+	list, err := c.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := 0
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.Contains(line, " flags=t") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if id, ok := strings.CutPrefix(f, "id="); ok {
+				if err := c.Do(context.Background(), "CLIENT", "KILL", "ID", id).Err(); err == nil {
+					killed++
+				}
+			}
+		}
+	}
+	if killed == 0 {
+		t.Fatal("no tracking connection found")
+	}
+	waitFor(t, "the cache to stop", func() bool { return !cached(d1, k) })
+	set(t, d2, k, "two")
+	if got := get(t, d1, k); got != "two" {
+		t.Fatalf("read %q after the connection was lost, want two", got)
+	}
+	waitFor(t, "the cache to come back", func() bool { get(t, d1, k); return cached(d1, k) })
+	if got := get(t, d1, k); got != "two" {
+		t.Fatalf("read %q from the cache, want two", got)
+	}
+}

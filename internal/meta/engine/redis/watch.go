@@ -1,0 +1,373 @@
+package redis
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// watcher holds the connection that keeps a cache current (see cache): it
+// switches on CLIENT TRACKING in broadcast mode for the volume's data
+// keys, reads the keys the cache asks for, pings, and hands every
+// invalidation to the cache. When the connection breaks it empties the
+// cache and connects again. A server that cannot track (before Redis 6)
+// leaves the cache unused.
+type watcher struct {
+	o      *options
+	ns     string // the volume's hash tag: DB.ns
+	prefix string // of the volume's data keys: DB.dataKey("")
+	c      *cache
+	log    *slog.Logger
+	stop   chan struct{}
+	done   chan struct{}
+
+	// mu orders the commands written to conn with their entries in fifo.
+	mu   sync.Mutex
+	conn net.Conn // nil between sessions
+	fifo []pending
+}
+
+// errNoSession reports that the cache's connection is down; a call then
+// goes through the connection pool instead.
+var errNoSession = errors.New("redis cache connection is down")
+
+// readBatch is the most keys one cache read asks for.
+const readBatch = 256
+
+func newWatcher(o *options, ns string, c *cache) *watcher {
+	w := &watcher{o: o, ns: ns, prefix: ns + "k", c: c, log: slog.Default(), stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// close stops the watcher and waits for it.
+func (w *watcher) close() {
+	close(w.stop)
+	<-w.done
+}
+
+// errNoTracking reports a server that cannot track keys for the cache.
+var errNoTracking = errors.New("the server does not support CLIENT TRACKING (Redis 6 or later)")
+
+func (w *watcher) run() {
+	defer close(w.done)
+	wait := 100 * time.Millisecond
+	for {
+		start := time.Now()
+		err := w.session()
+		w.c.reset(true)
+		if errors.Is(err, errNoTracking) {
+			w.log.Warn("redis: metadata cache off", "err", err)
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			wait = 100 * time.Millisecond
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// pending is a command sent on the connection and not answered yet.
+type pending struct {
+	sent   time.Time
+	keys   []string // kvstore keys of an MGET; nil for a PING
+	epochs []uint32
+	dir    string   // the scan group of a directory listing
+	reply  chan any // a call's: gets the reply, or an error
+}
+
+// session runs one connection until it breaks or the watcher stops.
+func (w *watcher) session() error {
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	conn, err := w.dial(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	r := bufio.NewReaderSize(conn, 64<<10)
+	sent := time.Now()
+	if err := w.handshake(conn, r); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.conn, w.fifo = conn, nil
+	w.mu.Unlock()
+	w.c.up(sent)
+
+	quit := make(chan struct{})
+	writerDone := make(chan error, 1)
+	go func() { writerDone <- w.write(conn, quit) }()
+	defer func() {
+		close(quit)
+		conn.Close()
+		<-writerDone
+		w.mu.Lock()
+		fifo := w.fifo
+		w.conn, w.fifo = nil, nil
+		w.mu.Unlock()
+		for _, p := range fifo {
+			if p.reply != nil {
+				p.reply <- errors.New("redis cache connection lost")
+			}
+		}
+	}()
+	for {
+		conn.SetReadDeadline(time.Now().Add(lease + pingEvery))
+		v, err := readResp(r)
+		if err != nil {
+			select {
+			case <-w.stop:
+				return nil
+			default:
+			}
+			return fmt.Errorf("redis cache connection: %w", err)
+		}
+		if p, ok := v.(respPush); ok {
+			w.push(p)
+			continue
+		}
+		w.mu.Lock()
+		if len(w.fifo) == 0 {
+			w.mu.Unlock()
+			return errors.New("redis cache connection: reply to no command")
+		}
+		cmd := w.fifo[0]
+		w.fifo = w.fifo[1:]
+		w.mu.Unlock()
+		if cmd.reply != nil {
+			cmd.reply <- v
+			continue
+		}
+		if e, ok := v.(respError); ok {
+			return fmt.Errorf("redis cache connection: %w", e)
+		}
+		if cmd.dir != "" {
+			arr, ok := v.([]any)
+			if !ok {
+				return fmt.Errorf("redis cache connection: listing: %w", errRespType)
+			}
+			keys := make([]string, len(arr))
+			for i, x := range arr {
+				b, ok := x.([]byte)
+				if !ok {
+					return fmt.Errorf("redis cache connection: listing member: %w", errRespType)
+				}
+				keys[i] = string(b)
+			}
+			w.c.listedDir(cmd.dir, keys)
+			continue
+		}
+		if cmd.keys == nil {
+			w.c.ack(cmd.sent)
+			continue
+		}
+		arr, ok := v.([]any)
+		if !ok || len(arr) != len(cmd.keys) {
+			return fmt.Errorf("redis cache connection: MGET of %d keys: %w", len(cmd.keys), errRespType)
+		}
+		vals := make([][]byte, len(arr))
+		for i, x := range arr {
+			switch x := x.(type) {
+			case nil:
+			case []byte:
+				vals[i] = x
+			default:
+				return fmt.Errorf("redis cache connection: MGET value: %w", errRespType)
+			}
+		}
+		w.c.filled(cmd.keys, cmd.epochs, vals)
+	}
+}
+
+// write sends the cache's reads and the pings until quit or an error,
+// recording each command in fifo before it is sent.
+func (w *watcher) write(conn net.Conn, quit chan struct{}) error {
+	tick := time.NewTicker(pingEvery)
+	defer tick.Stop()
+	var buf []byte
+	for {
+		ping := false
+		select {
+		case <-w.stop:
+			conn.Close()
+			return nil
+		case <-quit:
+			return nil
+		case <-tick.C:
+			ping = true
+		case <-w.c.kick:
+		}
+		buf = buf[:0]
+		w.mu.Lock()
+		now := time.Now()
+		if ping {
+			buf = appendCommand(buf, "PING")
+			w.fifo = append(w.fifo, pending{sent: now})
+		}
+		for _, g := range w.c.takeLists() {
+			buf = appendCommand(buf, "ZRANGEBYLEX", w.ns+"i"+g, "-", "+", "LIMIT", "0", strconv.Itoa(dirMax+1))
+			w.fifo = append(w.fifo, pending{sent: now, dir: g})
+		}
+		for {
+			keys, epochs := w.c.take(readBatch)
+			if len(keys) == 0 {
+				break
+			}
+			args := make([]string, 1, 1+len(keys))
+			args[0] = "MGET"
+			for _, k := range keys {
+				args = append(args, w.prefix+k)
+			}
+			buf = appendCommand(buf, args...)
+			w.fifo = append(w.fifo, pending{sent: now, keys: keys, epochs: epochs})
+		}
+		var err error
+		if len(buf) > 0 {
+			err = w.send(conn, buf)
+		}
+		w.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// send writes buf to conn; the caller holds mu.
+func (w *watcher) send(conn net.Conn, buf []byte) error {
+	conn.SetWriteDeadline(time.Now().Add(dialTimeout))
+	if _, err := conn.Write(buf); err != nil {
+		conn.Close()
+		return err
+	}
+	return nil
+}
+
+// call sends a command on the cache's connection and waits for its reply,
+// which comes in order with the invalidations: what the reply shows is
+// known to the cache before any later change. It fails with errNoSession,
+// having sent nothing, when the connection is down.
+func (w *watcher) call(ctx context.Context, args ...string) (any, error) {
+	reply := make(chan any, 1)
+	w.mu.Lock()
+	conn := w.conn
+	if conn == nil {
+		w.mu.Unlock()
+		return nil, errNoSession
+	}
+	w.fifo = append(w.fifo, pending{sent: time.Now(), reply: reply})
+	err := w.send(conn, appendCommand(nil, args...))
+	w.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	select {
+	case v := <-reply:
+		switch v := v.(type) {
+		case error:
+			return nil, v
+		case respError:
+			return nil, v
+		}
+		return v, nil
+	case <-ctx.Done():
+		// The reply, when it comes, goes to the buffered channel.
+		return nil, ctx.Err()
+	}
+}
+
+// push handles a push message: an invalidation names changed keys, or,
+// with a null, says that the server dropped all of them.
+func (w *watcher) push(p respPush) {
+	if len(p) < 2 {
+		return
+	}
+	if kind, _ := p[0].([]byte); string(kind) != "invalidate" {
+		return
+	}
+	names, ok := p[1].([]any)
+	if !ok {
+		w.c.reset(false)
+		return
+	}
+	keys := make([]string, 0, len(names))
+	for _, n := range names {
+		if b, ok := n.([]byte); ok && strings.HasPrefix(string(b), w.prefix) {
+			keys = append(keys, string(b[len(w.prefix):]))
+		}
+	}
+	w.c.invalidated(keys)
+}
+
+// dial connects to the server as go-redis does: TCP, then TLS for rediss.
+func (w *watcher) dial(ctx context.Context) (net.Conn, error) {
+	d := net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", w.o.addrs[0])
+	if err != nil {
+		return nil, err
+	}
+	if !w.o.tls {
+		return conn, nil
+	}
+	host, _, _ := net.SplitHostPort(w.o.addrs[0])
+	tc := tls.Client(conn, &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host})
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// handshake switches the connection to RESP3, logs in, selects the
+// database and starts tracking the volume's data keys.
+func (w *watcher) handshake(conn net.Conn, r *bufio.Reader) error {
+	hello := []string{"HELLO", "3"}
+	if w.o.password != "" {
+		user := w.o.user
+		if user == "" {
+			user = "default"
+		}
+		hello = append(hello, "AUTH", user, w.o.password)
+	}
+	buf := appendCommand(nil, hello...)
+	n := 2
+	if w.o.db != 0 {
+		buf = appendCommand(buf, "SELECT", strconv.Itoa(w.o.db))
+		n++
+	}
+	buf = appendCommand(buf, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", w.prefix, "NOLOOP")
+	conn.SetDeadline(time.Now().Add(dialTimeout))
+	if _, err := conn.Write(buf); err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		v, err := readResp(r)
+		if err != nil {
+			return err
+		}
+		if e, ok := v.(respError); ok {
+			if i == 0 && strings.Contains(strings.ToLower(string(e)), "unknown command") {
+				return errNoTracking
+			}
+			if i == n-1 {
+				return fmt.Errorf("%w: %v", errNoTracking, e)
+			}
+			return fmt.Errorf("redis cache connection: %w", e)
+		}
+	}
+	conn.SetDeadline(time.Time{})
+	return nil
+}
