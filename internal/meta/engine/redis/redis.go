@@ -55,6 +55,10 @@
 // stale one only costs a conflict and a retry. A FUSE LOOKUP followed by
 // CREATE or UNLINK thus reads once and commits once.
 //
+// On a single server, a handle also keeps a cache that the server keeps
+// current through CLIENT TRACKING (see cache and watcher): reads it can
+// answer cost no round trip at all, and commits run on its connection.
+//
 // # Why go-redis
 //
 // github.com/redis/go-redis is the maintained official Go client. It speaks
