@@ -207,12 +207,17 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 	v, err := t.d.watch.call(t.ctx, cmd...)
 	var re respError
 	switch {
-	case errors.Is(err, errNoSession):
-		return 0, nil, false
 	case errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT"):
-		return 0, nil, false
-	case err != nil:
+		return 0, nil, false // nothing ran; the pool loads the script
+	case err != nil && (errors.As(err, &re) || t.ctx.Err() != nil):
 		return 0, err, true
+	case err != nil:
+		// The connection is down or broke (errNoSession, or lost with
+		// the command perhaps applied): the pool runs the commit, as
+		// go-redis retries one on a broken connection. Had the first
+		// one applied, its checks now fail and kvstore retries the
+		// transaction, which then finds its own writes.
+		return 0, nil, false
 	}
 	n, isInt := v.(int64)
 	if !isInt {
