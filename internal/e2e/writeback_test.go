@@ -13,7 +13,7 @@ import (
 
 // startMount runs a foreground mount process of v at v.mnt with env added
 // to its environment, waits until it is mounted, and returns the process.
-func startMount(t *testing.T, v *volume, env []string, args ...string) *exec.Cmd {
+func startMount(t *testing.T, v *volume, env []string, args ...string) *mountProcess {
 	t.Helper()
 	cmd := exec.Command(sluiceBin, append([]string{"mount", v.metaURL, v.mnt}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -43,7 +43,15 @@ func startMount(t *testing.T, v *volume, env []string, args ...string) *exec.Cmd
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return cmd
+	return &mountProcess{Cmd: cmd, done: done}
+}
+
+// mountProcess is a mount started by startMount. Its exit is awaited by
+// startMount's goroutine alone (exec.Cmd.Wait must be called once): wait
+// for done, not with Wait.
+type mountProcess struct {
+	*exec.Cmd
+	done <-chan struct{}
 }
 
 // countStaged counts the blocks staged for upload in a cache directory.
@@ -101,7 +109,7 @@ func TestWritebackSurvivesKill(t *testing.T) {
 	if err := m.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	m.Wait()
+	<-m.done
 	close(stop)
 	sluice(t, "umount", "--force", v.mnt)
 	if staged == 0 {
