@@ -2,7 +2,6 @@ package redis
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -51,8 +50,6 @@ type cache struct {
 	live     bool                 // the watcher's connection is tracking
 	acked    time.Time            // when the last answered ping was sent
 	kick     chan struct{}        // wakes the watcher's writer
-
-	hits, misses atomic.Int64
 }
 
 // centry is the cache's knowledge of one key.
@@ -133,7 +130,6 @@ func (c *cache) get(k string) ([]byte, bool) {
 	}
 	e := c.lookup(k, false)
 	if e != nil && e.valid {
-		c.hits.Add(1)
 		return e.v, true
 	}
 	if e == nil && c.writing[k] == 0 && followsValue(k) {
@@ -141,12 +137,10 @@ func (c *cache) get(k string) ([]byte, bool) {
 			_, exists := d.names[k]
 			_, unsure := d.unsure[k]
 			if !exists && !unsure {
-				c.hits.Add(1)
 				return nil, true
 			}
 		}
 	}
-	c.misses.Add(1)
 	return nil, false
 }
 
@@ -154,16 +148,10 @@ func (c *cache) get(k string) ([]byte, bool) {
 // "D" (see scanGroup).
 const entryGroupLen = 1 + 8 + 1
 
-// missed reports that the server had no entry k: its directory is listed,
-// so that the next missing names in it are answered by the cache.
-func (c *cache) missed(k string) {
-	if !followsValue(k) {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g := k[:entryGroupLen]
-	if !c.live || c.dirs[g] != nil {
+// listDir queues a listing of directory g unless it is known or was
+// listed lately. The caller holds mu.
+func (c *cache) listDir(g string) {
+	if c.dirs[g] != nil {
 		return
 	}
 	if t, ok := c.listed[g]; ok && time.Since(t) < relistAfter {
@@ -174,6 +162,12 @@ func (c *cache) missed(k string) {
 	}
 	c.listed[g] = time.Now()
 	c.lists = append(c.lists, g)
+	c.wake()
+}
+
+// wake tells the watcher that there is something to read. The caller
+// holds mu.
+func (c *cache) wake() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -246,22 +240,25 @@ func (c *cache) enqueue(k string, e *centry) {
 	}
 	e.queued = true
 	c.queue = append(c.queue, k)
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
+	c.wake()
 }
 
-// want asks for keys a transaction read from the server.
-func (c *cache) want(keys []string) {
+// want asks for keys that a transaction read through the pool, with the
+// values it read: the cache reads them again on its own connection. A
+// missing directory entry also has its directory listed, so that the next
+// missing names in it are answered by the cache.
+func (c *cache) want(keys []string, vals [][]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.live {
 		return
 	}
-	for _, k := range keys {
+	for i, k := range keys {
 		if e := c.lookup(k, true); !e.valid {
 			c.enqueue(k, e)
+		}
+		if vals[i] == nil && followsValue(k) {
+			c.listDir(k[:entryGroupLen])
 		}
 	}
 }

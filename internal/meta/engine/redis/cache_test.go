@@ -162,7 +162,7 @@ func TestCacheConnectionLost(t *testing.T) {
 	get(t, d1, k)
 	waitFor(t, "the value to be cached", func() bool { return cached(d1, k) })
 
-	c := redis.NewClient(&redis.Options{Addr: strings.Split(d1.watch.o.addrs[0], ",")[0], Password: d1.watch.o.password})
+	c := redis.NewClient(&redis.Options{Addr: d1.watch.o.addrs[0], Password: d1.watch.o.password})
 	defer c.Close()
 	list, err := c.ClientList(context.Background()).Result()
 	if err != nil {

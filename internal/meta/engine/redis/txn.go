@@ -93,15 +93,11 @@ func (t *txn) fetch(keys []string, point bool) error {
 		}
 		return err
 	}
-	if point && t.d.cache != nil {
-		t.d.cache.want(need)
-	}
+	var fkeys []string // keys followed, and their values, for the cache
+	var fvals [][]byte
 	remember := point && len(need) <= recentBatch
 	for i, k := range need {
 		t.reads[k] = vals[i]
-		if vals[i] == nil && point && t.d.cache != nil {
-			t.d.cache.missed(k)
-		}
 		if remember {
 			t.d.recent.put(k, vals[i], now)
 		}
@@ -115,9 +111,7 @@ func (t *txn) fetch(keys []string, point bool) error {
 		if remember {
 			t.d.recent.put(fk, next[i], now)
 		}
-		if t.d.cache != nil {
-			t.d.cache.want([]string{fk})
-		}
+		fkeys, fvals = append(fkeys, fk), append(fvals, next[i])
 		_, read := t.reads[fk]
 		_, written := t.writes[fk]
 		if !read && !written {
@@ -126,6 +120,9 @@ func (t *txn) fetch(keys []string, point bool) error {
 			}
 			t.pre[fk] = next[i]
 		}
+	}
+	if point && t.d.cache != nil {
+		t.d.cache.want(append(need, fkeys...), append(vals, fvals...))
 	}
 	return nil
 }
