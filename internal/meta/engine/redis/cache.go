@@ -15,7 +15,8 @@ import (
 // as of its place in that stream:
 //
 //   - An invalidation makes the key's value unusable and queues a read of
-//     it on the connection, unless one is already under way: a read sent
+//     it on the connection (sent within refetchDelay), unless one is
+//     already under way: a read sent
 //     before an invalidation arrived but answered after it was executed
 //     after the write the invalidation reports (the server flushes a
 //     write's broadcast before it executes the next batch of commands).
@@ -43,6 +44,7 @@ type cache struct {
 	max      int                  // entries per generation
 	writing  map[string]int       // commits of this handle in flight, per key
 	queue    []string             // keys to read, in order
+	later    []string             // keys to read after refetchDelay
 	dirs     map[string]*dirNames // directories known whole, by scan group
 	names    int                  // entry keys in dirs
 	lists    []string             // directories to list
@@ -50,6 +52,7 @@ type cache struct {
 	live     bool                 // the watcher's connection is tracking
 	acked    time.Time            // when the last answered ping was sent
 	kick     chan struct{}        // wakes the watcher's writer
+	lateKick chan struct{}        // tells the writer that later is no longer empty
 }
 
 // centry is the cache's knowledge of one key.
@@ -88,12 +91,13 @@ const (
 
 func newCache(max int) *cache {
 	return &cache{
-		cur:     map[string]*centry{},
-		max:     max,
-		writing: map[string]int{},
-		dirs:    map[string]*dirNames{},
-		listed:  map[string]time.Time{},
-		kick:    make(chan struct{}, 1),
+		cur:      map[string]*centry{},
+		max:      max,
+		writing:  map[string]int{},
+		dirs:     map[string]*dirNames{},
+		listed:   map[string]time.Time{},
+		kick:     make(chan struct{}, 1),
+		lateKick: make(chan struct{}, 1),
 	}
 }
 
@@ -310,6 +314,46 @@ func (c *cache) endWrite(keys []string) {
 	}
 }
 
+// refetchDelay is how long the read of a key the server reported changed
+// waits, so that the reads of many changes share one command. The key is
+// unusable from the moment the report arrives; the delay only postpones
+// when it becomes usable again.
+//
+// Most reports are of the handle's own commits: Redis 7.0 (7.0.15
+// tested) ignores NOLOOP for writes a script makes, and sends the mount
+// an invalidation of each key its commit wrote. Those
+// cannot be told from another client's write of the same key in the same
+// event-loop turn, which the server folds into the same report, so they
+// are read again like any other; reading them at once costs a command
+// and two wake-ups per commit, which the delay shares among all commits
+// of a few milliseconds.
+const refetchDelay = 2 * time.Millisecond
+
+// enqueueLater queues a read of k after refetchDelay unless one is queued
+// or under way, or a commit of k is. The caller holds mu.
+func (c *cache) enqueueLater(k string, e *centry) {
+	if e.queued || e.sent > 0 || c.writing[k] > 0 {
+		return
+	}
+	e.queued = true
+	c.later = append(c.later, k)
+	if len(c.later) == 1 {
+		select {
+		case c.lateKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// due moves the delayed reads to the queue; the writer calls it when
+// refetchDelay has passed, or when it sends reads anyway.
+func (c *cache) due() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queue = append(c.queue, c.later...)
+	c.later = nil
+}
+
 // invalidated handles the server's report that keys changed.
 func (c *cache) invalidated(keys []string) {
 	c.mu.Lock()
@@ -322,7 +366,7 @@ func (c *cache) invalidated(keys []string) {
 		if e != nil {
 			e.valid = false
 			c.dirChanged(k, false, nil)
-			c.enqueue(k, e)
+			c.enqueueLater(k, e)
 		}
 	}
 }
@@ -424,7 +468,7 @@ func (c *cache) ack(sent time.Time) {
 func (c *cache) reset(down bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.cur, c.old, c.queue = map[string]*centry{}, nil, nil
+	c.cur, c.old, c.queue, c.later = map[string]*centry{}, nil, nil, nil
 	c.dirs, c.names, c.lists = map[string]*dirNames{}, 0, nil
 	if down {
 		c.live = false

@@ -198,3 +198,36 @@ func TestCacheConnectionLost(t *testing.T) {
 		t.Fatalf("read %q from the cache, want two", got)
 	}
 }
+
+// TestCacheRefetchWaits checks that a reported change makes the value
+// unusable at once, and that its read again waits for due rather than
+// going out with the next command.
+func TestCacheRefetchWaits(t *testing.T) {
+	c := newCache(16)
+	c.up(time.Now())
+	c.committed(map[string][]byte{"k": []byte("v")}, nil, false)
+	if v, ok := c.get("k"); !ok || string(v) != "v" {
+		t.Fatalf("get after commit = %q, %v; want v, true", v, ok)
+	}
+	c.invalidated([]string{"k"})
+	if _, ok := c.get("k"); ok {
+		t.Fatal("value used after its invalidation")
+	}
+	if keys, _ := c.take(readBatch); len(keys) != 0 {
+		t.Fatalf("take before due = %q; want nothing", keys)
+	}
+	select {
+	case <-c.lateKick:
+	default:
+		t.Fatal("no lateKick for the delayed read")
+	}
+	c.due()
+	keys, epochs := c.take(readBatch)
+	if len(keys) != 1 || keys[0] != "k" {
+		t.Fatalf("take after due = %q; want [k]", keys)
+	}
+	c.filled(keys, epochs, [][]byte{[]byte("w")})
+	if v, ok := c.get("k"); !ok || string(v) != "w" {
+		t.Fatalf("get after read = %q, %v; want w, true", v, ok)
+	}
+}

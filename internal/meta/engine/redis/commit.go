@@ -182,7 +182,8 @@ func (t *txn) finish(ok int, err error, apply bool, sent time.Duration) error {
 }
 
 // runOnWatch runs commitScript on the cache's connection, where the
-// server reports no change this handle makes (NOLOOP), so that after a
+// server reports no change this handle makes (NOLOOP; Redis 7.0 reports
+// a script's writes all the same, see refetchDelay), so that after a
 // successful commit every value it read or wrote is current in the cache
 // until an invalidation says otherwise. done is false when the connection
 // is down or the server has not loaded the script yet: nothing was sent

@@ -198,6 +198,9 @@ func (w *watcher) session() error {
 func (w *watcher) write(conn net.Conn, quit chan struct{}) error {
 	tick := time.NewTicker(pingEvery)
 	defer tick.Stop()
+	late := time.NewTimer(refetchDelay)
+	late.Stop()
+	armed := false
 	var buf []byte
 	for {
 		ping := false
@@ -210,7 +213,16 @@ func (w *watcher) write(conn net.Conn, quit chan struct{}) error {
 		case <-tick.C:
 			ping = true
 		case <-w.c.kick:
+		case <-w.c.lateKick:
+			if !armed {
+				late.Reset(refetchDelay)
+				armed = true
+			}
+			continue
+		case <-late.C:
+			armed = false
 		}
+		w.c.due()
 		buf = buf[:0]
 		w.mu.Lock()
 		now := time.Now()
