@@ -13,22 +13,31 @@ import (
 	"github.com/sluicefs/sluice/internal/testserver"
 )
 
-// cachedHandles opens two handles on one fresh volume namespace and waits
-// until the first one's cache is live.
+// cachedHandles opens two handles on one fresh volume namespace of a
+// single server and waits until the first one's cache is live.
 func cachedHandles(t *testing.T) (d1, d2 *DB) {
 	t.Helper()
-	raw := freshURL(t, testserver.Redis)
+	return cachedHandlesOn(t, testserver.Redis)
+}
+
+// cachedHandlesOn is cachedHandles on the server named by env.
+func cachedHandlesOn(t *testing.T, env string) (d1, d2 *DB) {
+	t.Helper()
+	raw := freshURL(t, env)
 	d1, d2 = openDB(t, raw), openDB(t, raw)
 	t.Cleanup(func() { d1.Close(); d2.Close() })
 	if d1.cache == nil {
-		t.Fatal("no cache on a single server")
+		t.Fatal("no cache")
 	}
-	waitFor(t, "cache live", func() bool {
-		d1.cache.mu.Lock()
-		defer d1.cache.mu.Unlock()
-		return d1.cache.live
-	})
+	waitFor(t, "cache live", func() bool { return live(d1) })
 	return d1, d2
+}
+
+// live reports whether the cache of d is in use.
+func live(d *DB) bool {
+	d.cache.mu.Lock()
+	defer d.cache.mu.Unlock()
+	return d.cache.live
 }
 
 // waitFor polls cond for up to two seconds.
@@ -230,4 +239,100 @@ func TestCacheRefetchWaits(t *testing.T) {
 	if v, ok := c.get("k"); !ok || string(v) != "w" {
 		t.Fatalf("get after read = %q, %v; want w, true", v, ok)
 	}
+}
+
+// TestCacheClusterSlotMoved: on a Redis Cluster the cache runs on the
+// master of the volume's slot. When the slot moves to another master,
+// the old value is not served for longer than the cache's lease, and the
+// cache comes back on the new master.
+func TestCacheClusterSlotMoved(t *testing.T) {
+	d1, d2 := cachedHandlesOn(t, testserver.RedisCluster)
+	ctx := context.Background()
+	k := "Cmoved"
+	set(t, d2, k, "one")
+	get(t, d1, k)
+	waitFor(t, "the value to be cached", func() bool { return cached(d1, k) })
+	set(t, d2, k, "two")
+	waitFor(t, "the change to be seen", func() bool { return get(t, d1, k) == "two" })
+	waitFor(t, "the new value to be cached", func() bool { return cached(d1, k) })
+
+	from, err := d1.locate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := moveSlot(t, d1, from)
+	t.Logf("moved the volume's slot from %s to %s", from, to)
+
+	set(t, d2, k, "three") // goes to the new master, which d1 does not watch yet
+	deadline := time.Now().Add(lease + 2*pingEvery + time.Second)
+	for get(t, d1, k) != "three" {
+		if time.Now().After(deadline) {
+			t.Fatalf("still read the old value %s after the slot moved", lease+2*pingEvery+time.Second)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitFor(t, "the cache to come back", func() bool { get(t, d1, k); return live(d1) && cached(d1, k) })
+	set(t, d2, k, "four")
+	waitFor(t, "a change on the new master to be seen", func() bool { return get(t, d1, k) == "four" })
+}
+
+// moveSlot moves the slot of d's volume from master from to another
+// master, with its keys, and returns the new master's address.
+func moveSlot(t *testing.T, d *DB, from string) string {
+	t.Helper()
+	ctx := context.Background()
+	cc := d.c.(*redis.ClusterClient)
+	slot, err := cc.ClusterKeySlot(ctx, d.ns+"w").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*redis.Client{} // address -> client
+	ids := map[string]string{}          // address -> node id
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		id, err := c.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			return err
+		}
+		nodes[c.Options().Addr], ids[c.Options().Addr] = c, id
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := ""
+	for a := range nodes {
+		if a != from {
+			to = a
+			break
+		}
+	}
+	if to == "" || nodes[from] == nil {
+		t.Fatalf("masters %v: no other master than %s", ids, from)
+	}
+	src, dst := nodes[from], nodes[to]
+	host, port, _ := strings.Cut(to, ":")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]).Err())
+	must(src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]).Err())
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+		must(err)
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		must(src.Do(ctx, args...).Err())
+	}
+	for _, c := range nodes {
+		must(c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err())
+	}
+	return to
 }

@@ -207,9 +207,18 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 	}
 	v, err := t.d.watch.call(t.ctx, cmd...)
 	var re respError
+	isRedirect := false
+	if errors.As(err, &re) {
+		_, isRedirect = redirection(re)
+	}
 	switch {
 	case errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT"):
 		return 0, nil, false // nothing ran; the pool loads the script
+	case isRedirect:
+		// The cluster moved the volume's slot: nothing ran. The pool
+		// follows the redirection; the watcher finds the new master.
+		t.d.watch.drop()
+		return 0, nil, false
 	case err != nil && (errors.As(err, &re) || t.ctx.Err() != nil):
 		return 0, err, true
 	case err != nil:

@@ -55,9 +55,10 @@
 // stale one only costs a conflict and a retry. A FUSE LOOKUP followed by
 // CREATE or UNLINK thus reads once and commits once.
 //
-// On a single server, a handle also keeps a cache that the server keeps
-// current through CLIENT TRACKING (see cache and watcher): reads it can
-// answer cost no round trip at all, and commits run on its connection.
+// A handle also keeps a cache that the server keeps current through
+// CLIENT TRACKING (see cache and watcher): reads it can answer cost no
+// round trip at all, and commits run on its connection. On a cluster that
+// connection goes to the master of the volume's slot.
 //
 // # Why go-redis
 //
@@ -92,7 +93,7 @@ type DB struct {
 	name    string // URL with the password removed
 	ns      string // "{PREFIX}": the hash tag every key starts with
 	recent  *recent
-	cache   *cache   // nil on a cluster
+	cache   *cache   // values the server reports changes of
 	watch   *watcher // keeps cache current
 }
 
@@ -278,11 +279,25 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 	}
 	ns := "{" + o.prefix + "}"
 	d := &DB{c: c, cluster: cluster, name: o.String(), ns: ns, recent: newRecent()}
-	if !cluster {
-		d.cache = newCache(cacheMax)
-		d.watch = newWatcher(o, ns, d.cache)
-	}
+	d.cache = newCache(cacheMax)
+	d.watch = newWatcher(o, ns, d.cache, d.locate)
 	return d, nil
+}
+
+// locate returns the address of the server that holds the volume's keys:
+// the URL's server, or on a cluster the master of the volume's slot.
+func (d *DB) locate(ctx context.Context) (string, error) {
+	switch c := d.c.(type) {
+	case *redis.Client:
+		return c.Options().Addr, nil
+	case *redis.ClusterClient:
+		m, err := c.MasterForKey(ctx, d.ns+"w")
+		if err != nil {
+			return "", err
+		}
+		return m.Options().Addr, nil
+	}
+	return "", fmt.Errorf("unexpected client %T", d.c)
 }
 
 // probe dials the addresses until one answers, so that an unreachable

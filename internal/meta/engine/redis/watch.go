@@ -20,14 +20,28 @@ import (
 // invalidation to the cache. When the connection breaks it empties the
 // cache and connects again. A server that cannot track (before Redis 6)
 // leaves the cache unused.
+//
+// On a Redis Cluster every key of the volume lives in one slot, so on one
+// master, and the watcher connects to that master (locate). Its pings are
+// EXISTS of a key of the slot rather than PING: a node that no longer
+// serves the slot (a migration or failover moved it) answers them with a
+// redirection, which ends the session, so the cache stops within lease
+// of the move, as it does when the connection stalls, and the watcher
+// connects to the new master.
 type watcher struct {
 	o      *options
 	ns     string // the volume's hash tag: DB.ns
 	prefix string // of the volume's data keys: DB.dataKey("")
+	probe  string // the key the pings ask for: DB.ns + "w", never written
 	c      *cache
 	log    *slog.Logger
 	stop   chan struct{}
 	done   chan struct{}
+	// locate returns the address of the server that holds the volume's
+	// keys: the only server, or the cluster master of their slot.
+	locate func(ctx context.Context) (string, error)
+	// moved is the address a redirection named, tried next (run only).
+	moved string
 
 	// mu orders the commands written to conn with their entries in fifo.
 	mu   sync.Mutex
@@ -42,10 +56,32 @@ var errNoSession = errors.New("redis cache connection is down")
 // readBatch is the most keys one cache read asks for.
 const readBatch = 256
 
-func newWatcher(o *options, ns string, c *cache) *watcher {
-	w := &watcher{o: o, ns: ns, prefix: ns + "k", c: c, log: slog.Default(), stop: make(chan struct{}), done: make(chan struct{})}
+func newWatcher(o *options, ns string, c *cache, locate func(context.Context) (string, error)) *watcher {
+	w := &watcher{o: o, ns: ns, prefix: ns + "k", probe: ns + "w", c: c, locate: locate,
+		log: slog.Default(), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	return w
+}
+
+// redirection returns the address a cluster redirection error names
+// ("MOVED 3999 10.0.0.1:6381", "ASK ..."), and whether e is one. Other
+// cluster errors that say the slot is not served here now (TRYAGAIN,
+// CLUSTERDOWN) are redirections without an address.
+func redirection(e respError) (addr string, ok bool) {
+	f := strings.Fields(string(e))
+	if len(f) == 0 {
+		return "", false
+	}
+	switch f[0] {
+	case "MOVED", "ASK":
+		if len(f) == 3 {
+			return f[2], true
+		}
+		return "", true
+	case "TRYAGAIN", "CLUSTERDOWN":
+		return "", true
+	}
+	return "", false
 }
 
 // close stops the watcher and waits for it.
@@ -92,8 +128,16 @@ type pending struct {
 // session runs one connection until it breaks or the watcher stops.
 func (w *watcher) session() error {
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
-	conn, err := w.dial(ctx)
-	cancel()
+	defer cancel()
+	addr := w.moved
+	w.moved = ""
+	if addr == "" {
+		var err error
+		if addr, err = w.locate(ctx); err != nil {
+			return fmt.Errorf("redis cache connection: find the volume's server: %w", err)
+		}
+	}
+	conn, err := w.dial(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -153,6 +197,9 @@ func (w *watcher) session() error {
 			continue
 		}
 		if e, ok := v.(respError); ok {
+			if a, ok := redirection(e); ok {
+				w.moved = a
+			}
 			return fmt.Errorf("redis cache connection: %w", e)
 		}
 		if cmd.dir != "" {
@@ -227,7 +274,7 @@ func (w *watcher) write(conn net.Conn, quit chan struct{}) error {
 		w.mu.Lock()
 		now := time.Now()
 		if ping {
-			buf = appendCommand(buf, "PING")
+			buf = appendCommand(buf, "EXISTS", w.probe)
 			w.fifo = append(w.fifo, pending{sent: now})
 		}
 		for _, g := range w.c.takeLists() {
@@ -301,6 +348,16 @@ func (w *watcher) call(ctx context.Context, args ...string) (any, error) {
 	}
 }
 
+// drop closes the connection, if any, so that the session ends and the
+// watcher connects again, locating the volume's server anew.
+func (w *watcher) drop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.conn != nil {
+		w.conn.Close()
+	}
+}
+
 // push handles a push message: an invalidation names changed keys, or,
 // with a null, says that the server dropped all of them.
 func (w *watcher) push(p respPush) {
@@ -324,17 +381,17 @@ func (w *watcher) push(p respPush) {
 	w.c.invalidated(keys)
 }
 
-// dial connects to the server as go-redis does: TCP, then TLS for rediss.
-func (w *watcher) dial(ctx context.Context) (net.Conn, error) {
+// dial connects to addr as go-redis does: TCP, then TLS for rediss.
+func (w *watcher) dial(ctx context.Context, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", w.o.addrs[0])
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	if !w.o.tls {
 		return conn, nil
 	}
-	host, _, _ := net.SplitHostPort(w.o.addrs[0])
+	host, _, _ := net.SplitHostPort(addr)
 	tc := tls.Client(conn, &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host})
 	if err := tc.HandshakeContext(ctx); err != nil {
 		conn.Close()
@@ -344,7 +401,8 @@ func (w *watcher) dial(ctx context.Context) (net.Conn, error) {
 }
 
 // handshake switches the connection to RESP3, logs in, selects the
-// database and starts tracking the volume's data keys.
+// database, starts tracking the volume's data keys and checks that the
+// server serves them (on a cluster, that it is their slot's master).
 func (w *watcher) handshake(conn net.Conn, r *bufio.Reader) error {
 	hello := []string{"HELLO", "3"}
 	if w.o.password != "" {
@@ -361,6 +419,9 @@ func (w *watcher) handshake(conn net.Conn, r *bufio.Reader) error {
 		n++
 	}
 	buf = appendCommand(buf, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", w.prefix, "NOLOOP")
+	// The server must serve the volume's slot (on a cluster).
+	buf = appendCommand(buf, "EXISTS", w.probe)
+	n++
 	conn.SetDeadline(time.Now().Add(dialTimeout))
 	if _, err := conn.Write(buf); err != nil {
 		return err
@@ -374,8 +435,11 @@ func (w *watcher) handshake(conn net.Conn, r *bufio.Reader) error {
 			if i == 0 && strings.Contains(strings.ToLower(string(e)), "unknown command") {
 				return errNoTracking
 			}
-			if i == n-1 {
+			if i == n-2 {
 				return fmt.Errorf("%w: %v", errNoTracking, e)
+			}
+			if a, ok := redirection(e); ok {
+				w.moved = a
 			}
 			return fmt.Errorf("redis cache connection: %w", e)
 		}
