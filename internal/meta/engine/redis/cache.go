@@ -171,9 +171,12 @@ func (c *cache) listDir(g string) {
 
 // wake tells the watcher that there is something to read. The caller
 // holds mu.
-func (c *cache) wake() {
+func (c *cache) wake() { notify(c.kick) }
+
+// notify sends on ch, a channel of capacity one, unless a send is pending.
+func notify(ch chan struct{}) {
 	select {
-	case c.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -236,15 +239,22 @@ func (c *cache) dirChanged(k string, known bool, v []byte) {
 	}
 }
 
-// enqueue queues a read of k unless one is queued or under way, or a
-// commit of k is. The caller holds mu.
-func (c *cache) enqueue(k string, e *centry) {
+// enqueue queues a read of k, with later after refetchDelay, unless one
+// is queued or under way, or a commit of k is. The caller holds mu.
+func (c *cache) enqueue(k string, e *centry, later bool) {
 	if e.queued || e.sent > 0 || c.writing[k] > 0 {
 		return
 	}
 	e.queued = true
-	c.queue = append(c.queue, k)
-	c.wake()
+	if !later {
+		c.queue = append(c.queue, k)
+		c.wake()
+		return
+	}
+	c.later = append(c.later, k)
+	if len(c.later) == 1 {
+		notify(c.lateKick)
+	}
 }
 
 // want asks for keys that a transaction read through the pool, with the
@@ -259,7 +269,7 @@ func (c *cache) want(keys []string, vals [][]byte) {
 	}
 	for i, k := range keys {
 		if e := c.lookup(k, true); !e.valid {
-			c.enqueue(k, e)
+			c.enqueue(k, e, false)
 		}
 		if vals[i] == nil && followsValue(k) {
 			c.listDir(k[:entryGroupLen])
@@ -275,7 +285,7 @@ func (c *cache) refresh(keys []string) {
 	for _, k := range keys {
 		if e := c.lookup(k, false); e != nil {
 			e.valid = false
-			c.enqueue(k, e)
+			c.enqueue(k, e, false)
 		}
 	}
 }
@@ -310,7 +320,7 @@ func (c *cache) endWrite(keys []string) {
 		e.valid = false
 		e.epoch++
 		e.sent = 0
-		c.enqueue(k, e)
+		c.enqueue(k, e, false)
 	}
 }
 
@@ -328,22 +338,6 @@ func (c *cache) endWrite(keys []string) {
 // and two wake-ups per commit, which the delay shares among all commits
 // of a few milliseconds.
 const refetchDelay = 2 * time.Millisecond
-
-// enqueueLater queues a read of k after refetchDelay unless one is queued
-// or under way, or a commit of k is. The caller holds mu.
-func (c *cache) enqueueLater(k string, e *centry) {
-	if e.queued || e.sent > 0 || c.writing[k] > 0 {
-		return
-	}
-	e.queued = true
-	c.later = append(c.later, k)
-	if len(c.later) == 1 {
-		select {
-		case c.lateKick <- struct{}{}:
-		default:
-		}
-	}
-}
 
 // due moves the delayed reads to the queue; the writer calls it when
 // refetchDelay has passed, or when it sends reads anyway.
@@ -366,7 +360,7 @@ func (c *cache) invalidated(keys []string) {
 		if e != nil {
 			e.valid = false
 			c.dirChanged(k, false, nil)
-			c.enqueueLater(k, e)
+			c.enqueue(k, e, true)
 		}
 	}
 }

@@ -207,19 +207,17 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 	}
 	v, err := t.d.watch.call(t.ctx, cmd...)
 	var re respError
-	isRedirect := false
-	if errors.As(err, &re) {
-		_, isRedirect = redirection(re)
-	}
+	replied := errors.As(err, &re) // the server answered with an error
+	_, moved := redirection(re)
 	switch {
-	case errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT"):
+	case replied && strings.HasPrefix(string(re), "NOSCRIPT"):
 		return 0, nil, false // nothing ran; the pool loads the script
-	case isRedirect:
+	case replied && moved:
 		// The cluster moved the volume's slot: nothing ran. The pool
 		// follows the redirection; the watcher finds the new master.
 		t.d.watch.drop()
 		return 0, nil, false
-	case err != nil && (errors.As(err, &re) || t.ctx.Err() != nil):
+	case replied || (err != nil && t.ctx.Err() != nil):
 		return 0, err, true
 	case err != nil:
 		// The connection is down or broke (errNoSession, or lost with

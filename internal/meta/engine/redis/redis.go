@@ -88,13 +88,12 @@ import (
 
 // DB is a kvstore.DB in a Redis server or cluster.
 type DB struct {
-	c       redis.UniversalClient
-	cluster bool
-	name    string // URL with the password removed
-	ns      string // "{PREFIX}": the hash tag every key starts with
-	recent  *recent
-	cache   *cache   // values the server reports changes of
-	watch   *watcher // keeps cache current
+	c      redis.UniversalClient
+	name   string // URL with the password removed
+	ns     string // "{PREFIX}": the hash tag every key starts with
+	recent *recent
+	cache  *cache   // values the server reports changes of
+	watch  *watcher // keeps cache current
 }
 
 var _ kvstore.DB = (*DB)(nil)
@@ -278,7 +277,7 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 		return nil, err
 	}
 	ns := "{" + o.prefix + "}"
-	d := &DB{c: c, cluster: cluster, name: o.String(), ns: ns, recent: newRecent()}
+	d := &DB{c: c, name: o.String(), ns: ns, recent: newRecent()}
 	d.cache = newCache(cacheMax)
 	d.watch = newWatcher(o, ns, d.cache, d.locate)
 	return d, nil

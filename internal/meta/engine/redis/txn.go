@@ -182,7 +182,8 @@ func (d *DB) readFollow(ctx context.Context, rkeys []string, args []any) (vals, 
 	return all[:len(rkeys)], all[len(rkeys):], nil
 }
 
-// values converts a reply of bulk strings and nils.
+// values converts a reply of bulk strings and nils, from go-redis
+// (string) or readResp ([]byte).
 func values(res []any) ([][]byte, error) {
 	out := make([][]byte, len(res))
 	for i, v := range res {
@@ -190,6 +191,8 @@ func values(res []any) ([][]byte, error) {
 		case nil:
 		case string:
 			out[i] = []byte(v)
+		case []byte:
+			out[i] = v
 		default:
 			return nil, fmt.Errorf("redis: read returned a %T", v)
 		}

@@ -119,7 +119,7 @@ func (w *watcher) run() {
 // pending is a command sent on the connection and not answered yet.
 type pending struct {
 	sent   time.Time
-	keys   []string // kvstore keys of an MGET; nil for a PING
+	keys   []string // kvstore keys of an MGET; nil for a ping (EXISTS probe)
 	epochs []uint32
 	dir    string   // the scan group of a directory listing
 	reply  chan any // a call's: gets the reply, or an error
@@ -192,52 +192,56 @@ func (w *watcher) session() error {
 		cmd := w.fifo[0]
 		w.fifo = w.fifo[1:]
 		w.mu.Unlock()
-		if cmd.reply != nil {
-			cmd.reply <- v
-			continue
+		if err := w.answered(cmd, v); err != nil {
+			return fmt.Errorf("redis cache connection: %w", err)
 		}
-		if e, ok := v.(respError); ok {
-			if a, ok := redirection(e); ok {
-				w.moved = a
-			}
-			return fmt.Errorf("redis cache connection: %w", e)
+	}
+}
+
+// answered hands the reply v to the command cmd it answers: a call's
+// caller, the cache (a read or a listing), or the lease (a ping). An
+// error reply to any but a call ends the session; a redirection also
+// names the server to connect to next.
+func (w *watcher) answered(cmd pending, v any) error {
+	if cmd.reply != nil {
+		cmd.reply <- v
+		return nil
+	}
+	if e, ok := v.(respError); ok {
+		if a, ok := redirection(e); ok {
+			w.moved = a
 		}
-		if cmd.dir != "" {
-			arr, ok := v.([]any)
-			if !ok {
-				return fmt.Errorf("redis cache connection: listing: %w", errRespType)
-			}
-			keys := make([]string, len(arr))
-			for i, x := range arr {
-				b, ok := x.([]byte)
-				if !ok {
-					return fmt.Errorf("redis cache connection: listing member: %w", errRespType)
-				}
-				keys[i] = string(b)
-			}
-			w.c.listedDir(cmd.dir, keys)
-			continue
+		return e
+	}
+	switch {
+	case cmd.dir != "":
+		arr, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("listing: %w", errRespType)
 		}
-		if cmd.keys == nil {
-			w.c.ack(cmd.sent)
-			continue
+		members, err := values(arr)
+		if err != nil {
+			return fmt.Errorf("listing: %w", err)
 		}
+		keys := make([]string, len(members))
+		for i, m := range members {
+			keys[i] = string(m)
+		}
+		w.c.listedDir(cmd.dir, keys)
+	case cmd.keys == nil:
+		w.c.ack(cmd.sent)
+	default:
 		arr, ok := v.([]any)
 		if !ok || len(arr) != len(cmd.keys) {
-			return fmt.Errorf("redis cache connection: MGET of %d keys: %w", len(cmd.keys), errRespType)
+			return fmt.Errorf("MGET of %d keys: %w", len(cmd.keys), errRespType)
 		}
-		vals := make([][]byte, len(arr))
-		for i, x := range arr {
-			switch x := x.(type) {
-			case nil:
-			case []byte:
-				vals[i] = x
-			default:
-				return fmt.Errorf("redis cache connection: MGET value: %w", errRespType)
-			}
+		vals, err := values(arr)
+		if err != nil {
+			return err
 		}
 		w.c.filled(cmd.keys, cmd.epochs, vals)
 	}
+	return nil
 }
 
 // write sends the cache's reads and the pings until quit or an error,

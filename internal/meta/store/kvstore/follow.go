@@ -14,17 +14,20 @@ type FollowRule struct {
 	From           int
 	// ValueLen is the length of a value that can be followed.
 	ValueLen int
+	// Kind is the byte that marks a followed key: Prefix, the
+	// ValueLen-From bytes the value also holds, Kind, then a name.
+	Kind byte
 }
 
 // EntryFollow is the rule for directory entries: key "A" ino "D" name,
 // value type(1) ino(8), followed by the node key "A" ino "I".
-var EntryFollow = FollowRule{Prefix: "A", Suffix: "I", From: 1, ValueLen: 9}
+var EntryFollow = FollowRule{Prefix: "A", Suffix: "I", From: 1, ValueLen: 9, Kind: 'D'}
 
 // Follows reports whether a read of key is followed by a read of the key
 // its value names.
 func (r FollowRule) Follows(key []byte) bool {
-	const ino = 8
-	return len(key) > 1+ino+1 && string(key[:len(r.Prefix)]) == r.Prefix && key[1+ino] == 'D'
+	at := len(r.Prefix) + r.ValueLen - r.From // of Kind
+	return len(key) > at+1 && string(key[:len(r.Prefix)]) == r.Prefix && key[at] == r.Kind
 }
 
 // Next returns the key that value v of a followed key names, or nil when v
