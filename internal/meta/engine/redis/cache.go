@@ -29,6 +29,16 @@ import (
 // a stalled or partitioned connection stops the cache within lease. A
 // broken connection empties it.
 //
+// Reads of this handle that miss go through other connections (the
+// pool), which may be ahead of the cache's: a value read there may be
+// newer than a reply still on its way to the cache. So a key read through
+// the pool is unusable until a read sent after that read returned has
+// been answered (resync), and the handle never goes back in time. A range
+// read through the pool (a directory listing) fences its scan group
+// instead: no key of the group is served until a command sent after the
+// range read returned has been answered, by which time the invalidation
+// of every write the range read saw has arrived.
+//
 // Writes of this handle go through other connections. So that the handle
 // reads its own writes, a key being committed is unusable from the start
 // of the commit until a read sent after the commit returned has been
@@ -48,6 +58,8 @@ type cache struct {
 	dirs     map[string]*dirNames // directories known whole, by scan group
 	names    int                  // entry keys in dirs
 	lists    []string             // directories to list
+	fences   map[string]int       // scan groups not served, with their fences in flight
+	marks    []string             // fences to send
 	listed   map[string]time.Time // directories listed or refused lately
 	live     bool                 // the watcher's connection is tracking
 	acked    time.Time            // when the last answered ping was sent
@@ -96,6 +108,7 @@ func newCache(max int) *cache {
 		writing:  map[string]int{},
 		dirs:     map[string]*dirNames{},
 		listed:   map[string]time.Time{},
+		fences:   map[string]int{},
 		kick:     make(chan struct{}, 1),
 		lateKick: make(chan struct{}, 1),
 	}
@@ -131,6 +144,11 @@ func (c *cache) get(k string) ([]byte, bool) {
 	defer c.mu.Unlock()
 	if !c.live || time.Since(c.acked) > lease {
 		return nil, false
+	}
+	if len(c.fences) > 0 {
+		if g := scanGroup([]byte(k)); g != nil && c.fences[string(g)] > 0 {
+			return nil, false
+		}
 	}
 	e := c.lookup(k, false)
 	if e != nil && e.valid {
@@ -268,12 +286,42 @@ func (c *cache) want(keys []string, vals [][]byte) {
 		return
 	}
 	for i, k := range keys {
-		if e := c.lookup(k, true); !e.valid {
-			c.enqueue(k, e, false)
-		}
+		c.resync(k, c.lookup(k, true))
 		if vals[i] == nil && followsValue(k) {
 			c.listDir(k[:entryGroupLen])
 		}
+	}
+}
+
+// fence stops serving the keys of scan group g, which a range read
+// through the pool has just shown, until the watcher's connection has
+// answered a command sent from now on (see unfence).
+func (c *cache) fence(g string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.live {
+		return
+	}
+	c.fences[g]++
+	c.marks = append(c.marks, g)
+	c.wake()
+}
+
+// takeMarks returns the fences to send.
+func (c *cache) takeMarks() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.marks
+	c.marks = nil
+	return g
+}
+
+// unfence ends a fence of g: its command was answered.
+func (c *cache) unfence(g string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fences[g]--; c.fences[g] <= 0 {
+		delete(c.fences, g)
 	}
 }
 
@@ -284,10 +332,23 @@ func (c *cache) refresh(keys []string) {
 	defer c.mu.Unlock()
 	for _, k := range keys {
 		if e := c.lookup(k, false); e != nil {
-			e.valid = false
-			c.enqueue(k, e, false)
+			c.resync(k, e)
 		}
 	}
+}
+
+// resync makes e, the entry of k, unusable until a read sent from now on
+// has been answered, because the handle has just seen k's value through
+// another connection. That value may be newer than what the cache's
+// connection has shown so far: a read already sent may have run on the
+// server before it, and the invalidation of the write in between may
+// still be on its way. So replies to reads sent before are ignored
+// (epoch), even one that already arrived. The caller holds mu.
+func (c *cache) resync(k string, e *centry) {
+	e.valid = false
+	e.epoch++
+	e.sent = 0
+	c.enqueue(k, e, false)
 }
 
 // beginWrite marks keys as being committed by this handle.
@@ -317,10 +378,7 @@ func (c *cache) endWrite(keys []string) {
 		if e == nil {
 			continue
 		}
-		e.valid = false
-		e.epoch++
-		e.sent = 0
-		c.enqueue(k, e, false)
+		c.resync(k, e)
 	}
 }
 
@@ -464,6 +522,7 @@ func (c *cache) reset(down bool) {
 	defer c.mu.Unlock()
 	c.cur, c.old, c.queue, c.later = map[string]*centry{}, nil, nil, nil
 	c.dirs, c.names, c.lists = map[string]*dirNames{}, 0, nil
+	c.fences, c.marks = map[string]int{}, nil
 	if down {
 		c.live = false
 	}

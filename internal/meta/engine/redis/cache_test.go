@@ -241,6 +241,82 @@ func TestCacheRefetchWaits(t *testing.T) {
 	}
 }
 
+// TestCachePoolReadIsNewer checks that a value the handle read through
+// the pool is never followed by an older one from the cache. A cache read
+// sent before the pool read may have run on the server before it, and
+// its reply may come before or after the pool read returns (the
+// invalidation of the write in between is still on its way); neither
+// reply may be served.
+func TestCachePoolReadIsNewer(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		replyFirst bool // the old reply arrives before want
+	}{
+		{"reply after the pool read", false},
+		{"reply before want", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(16)
+			c.up(time.Now())
+			c.want([]string{"k"}, [][]byte{[]byte("v0")})
+			keys, epochs := c.take(readBatch) // runs on the server before the write of v1
+			if len(keys) != 1 {
+				t.Fatalf("take = %q; want [k]", keys)
+			}
+			old := [][]byte{[]byte("v0")}
+			if tc.replyFirst {
+				c.filled(keys, epochs, old)
+			}
+			c.want([]string{"k"}, [][]byte{[]byte("v1")}) // the pool read saw v1
+			if !tc.replyFirst {
+				c.filled(keys, epochs, old)
+			}
+			if v, ok := c.get("k"); ok {
+				t.Fatalf("get = %q from the cache after the pool read returned v1", v)
+			}
+			keys, epochs = c.take(readBatch)
+			if len(keys) != 1 {
+				t.Fatalf("no read of k sent after the pool read: take = %q", keys)
+			}
+			c.filled(keys, epochs, [][]byte{[]byte("v1")})
+			if v, ok := c.get("k"); !ok || string(v) != "v1" {
+				t.Fatalf("get = %q, %v; want v1, true", v, ok)
+			}
+		})
+	}
+}
+
+// TestCacheScanFence checks that after a range read through the pool,
+// the keys of its scan group are not served from the cache until the
+// fence sent after it is answered, and that other keys still are.
+func TestCacheScanFence(t *testing.T) {
+	dir := "A\x00\x00\x00\x00\x00\x00\x00\x07D"
+	c := newCache(16)
+	c.up(time.Now())
+	c.listedDir(dir, []string{dir + "a"})
+	c.committed(map[string][]byte{dir + "a": []byte("1"), "k": []byte("v")}, nil, false)
+	c.fence(dir)
+	for _, k := range []string{dir + "a", dir + "b"} {
+		if v, ok := c.get(k); ok {
+			t.Errorf("get %q = %q from a fenced group", k, v)
+		}
+	}
+	if v, ok := c.get("k"); !ok || string(v) != "v" {
+		t.Errorf("get of a key outside the group = %q, %v; want v, true", v, ok)
+	}
+	marks := c.takeMarks()
+	if len(marks) != 1 || marks[0] != dir {
+		t.Fatalf("fences to send = %q; want the group", marks)
+	}
+	c.unfence(dir)
+	if v, ok := c.get(dir + "a"); !ok || string(v) != "1" {
+		t.Errorf("get after the fence = %q, %v; want 1, true", v, ok)
+	}
+	if _, ok := c.get(dir + "b"); !ok {
+		t.Error("a missing name of the known directory is not answered after the fence")
+	}
+}
+
 // TestCacheClusterSlotMoved: on a Redis Cluster the cache runs on the
 // master of the volume's slot. When the slot moves to another master,
 // the old value is not served for longer than the cache's lease, and the

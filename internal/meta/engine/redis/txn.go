@@ -297,6 +297,9 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 		}
 		from = "(" + ms[len(ms)-1]
 	}
+	if t.d.cache != nil {
+		t.d.cache.fence(string(g))
+	}
 	for _, k := range pending {
 		if !found[k] {
 			out = append(out, kvstore.Pair{Key: []byte(k), Value: bytes.Clone(t.writes[k])})

@@ -122,6 +122,7 @@ type pending struct {
 	keys   []string // kvstore keys of an MGET; nil for a ping (EXISTS probe)
 	epochs []uint32
 	dir    string   // the scan group of a directory listing
+	fence  string   // the scan group of a fence (an EXISTS probe)
 	reply  chan any // a call's: gets the reply, or an error
 }
 
@@ -199,7 +200,8 @@ func (w *watcher) session() error {
 }
 
 // answered hands the reply v to the command cmd it answers: a call's
-// caller, the cache (a read or a listing), or the lease (a ping). An
+// caller, the cache (a read, a listing or a fence), or the lease (a
+// ping). An
 // error reply to any but a call ends the session; a redirection also
 // names the server to connect to next.
 func (w *watcher) answered(cmd pending, v any) error {
@@ -214,6 +216,8 @@ func (w *watcher) answered(cmd pending, v any) error {
 		return e
 	}
 	switch {
+	case cmd.fence != "":
+		w.c.unfence(cmd.fence)
 	case cmd.dir != "":
 		arr, ok := v.([]any)
 		if !ok {
@@ -280,6 +284,10 @@ func (w *watcher) write(conn net.Conn, quit chan struct{}) error {
 		if ping {
 			buf = appendCommand(buf, "EXISTS", w.probe)
 			w.fifo = append(w.fifo, pending{sent: now})
+		}
+		for _, g := range w.c.takeMarks() {
+			buf = appendCommand(buf, "EXISTS", w.probe)
+			w.fifo = append(w.fifo, pending{sent: now, fence: g})
 		}
 		for _, g := range w.c.takeLists() {
 			buf = appendCommand(buf, "ZRANGEBYLEX", w.ns+"i"+g, "-", "+", "LIMIT", "0", strconv.Itoa(dirMax+1))
