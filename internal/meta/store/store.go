@@ -210,7 +210,8 @@ type Tx interface {
 	// (even none) before the end. Cursors stay valid across transactions,
 	// so a long scan runs as one short View per page; records changed
 	// meanwhile may or may not be seen. Records come in key order on
-	// ordered engines, in no order (and rarely twice) on redis.
+	// ordered key-value engines, table by table in key order on SQL ones,
+	// in no order (and rarely twice) on redis.
 	ScanInodes(cursor []byte, limit int) ([]InodeRecord, []byte, error)
 	ScanSliceRefs(cursor []byte, limit int) ([]SliceRefRecord, []byte, error)
 	ScanDelFiles(cursor []byte, limit int) ([]DelFile, []byte, error)

@@ -19,35 +19,38 @@ import (
 )
 
 // opener opens one engine from the whole URL.
-type opener func(ctx context.Context, url string, create bool) (kvstore.DB, error)
+type opener func(ctx context.Context, url string, create bool) (store.Store, error)
+
+// kv adapts the opener of an engine that offers an ordered key-value
+// database (kvstore.DB) to an opener of its store.
+func kv[D kvstore.DB](open func(ctx context.Context, url string, create bool) (D, error)) opener {
+	return func(ctx context.Context, url string, create bool) (store.Store, error) {
+		db, err := open(ctx, url, create)
+		if err != nil {
+			return nil, err
+		}
+		return kvstore.New(db), nil
+	}
+}
 
 func engines() map[string]opener {
-	sqliteOpen := func(ctx context.Context, url string, create bool) (kvstore.DB, error) {
+	sqliteOpen := func(ctx context.Context, url string, create bool) (store.Store, error) {
 		path := strings.TrimPrefix(url, "sqlite3://")
 		if i := strings.IndexByte(path, '?'); i >= 0 {
 			path = path[:i]
 		}
 		return sqlite.Open(ctx, path, create)
 	}
-	pg := func(ctx context.Context, url string, create bool) (kvstore.DB, error) {
-		return postgres.Open(ctx, url, create)
-	}
-	rd := func(ctx context.Context, url string, create bool) (kvstore.DB, error) {
-		return redisengine.Open(ctx, url, create)
-	}
+	rd := kv(redisengine.Open)
 	return map[string]opener{
 		"sqlite3":    sqliteOpen,
-		"postgres":   pg,
-		"postgresql": pg,
-		"mysql": func(ctx context.Context, url string, create bool) (kvstore.DB, error) {
-			return mysql.Open(ctx, url, create)
-		},
-		"redis":  rd,
-		"rediss": rd,
-		"etcd": func(ctx context.Context, url string, create bool) (kvstore.DB, error) {
-			return etcd.Open(ctx, url, create)
-		},
-		"tikv": openTiKV,
+		"postgres":   postgres.Open,
+		"postgresql": postgres.Open,
+		"mysql":      mysql.Open,
+		"redis":      rd,
+		"rediss":     rd,
+		"etcd":       kv(etcd.Open),
+		"tikv":       openTiKV,
 	}
 }
 
@@ -73,9 +76,9 @@ func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) 
 	if !found {
 		return nil, fmt.Errorf("unknown metadata engine %q in URL (supported: %s)", scheme, strings.Join(Schemes(), ", "))
 	}
-	db, err := open(ctx, rawURL, create)
+	st, err := open(ctx, rawURL, create)
 	if err != nil {
 		return nil, fmt.Errorf("metadata engine %s: %w", scheme, err)
 	}
-	return kvstore.New(db), nil
+	return st, nil
 }

@@ -6,9 +6,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-func openTiKV(ctx context.Context, url string, create bool) (kvstore.DB, error) {
+func openTiKV(ctx context.Context, url string, create bool) (store.Store, error) {
 	return nil, errors.New("this sluice was built without TiKV support (-tags notikv)")
 }

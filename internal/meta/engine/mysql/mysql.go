@@ -1,13 +1,13 @@
-// Package mysql is the MySQL and MariaDB metadata engine: one InnoDB table
-// of ordered key-value pairs (sqlkv) behind kvstore, in a database named by
-// a URL in the form JuiceFS uses
+// Package mysql is the MySQL and MariaDB metadata engine: an InnoDB table
+// per record kind (sqlstore), in a database named by a URL in the form
+// JuiceFS uses
 //
 //	mysql://USER:PASSWORD@(HOST:PORT)/DATABASE[?table_prefix=P&PARAM=VALUE...]
 //
 // which becomes the driver's DSN USER:PASSWORD@tcp(HOST:PORT)/DATABASE
 // (@HOST:PORT and @unix(/path/to/socket) work too). Other parameters are
-// the driver's. table_prefix names the table P + "kv" so that several
-// volumes can share one database. Without a timeout parameter, connecting
+// the driver's. table_prefix starts every table name with P so that
+// several volumes can share one database. Without a timeout parameter, connecting
 // gives up after 5 s.
 //
 // The driver is github.com/go-sql-driver/mysql, the standard database/sql
@@ -36,6 +36,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv"
+	"github.com/sluicefs/sluice/internal/meta/engine/sqlstore"
+	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
 const (
@@ -49,17 +51,24 @@ const (
 	maxKey = 1024
 )
 
-var dialect = sqlkv.Dialect{
-	KeyType:      fmt.Sprintf("VARBINARY(%d)", maxKey),
-	ValueType:    "LONGBLOB",
-	TableOptions: " ENGINE=InnoDB",
-	Upsert:       "INSERT INTO %s (k, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v)",
-	LockReads:    " FOR UPDATE",
-	// Every connection is set to REPEATABLE READ (see session), so
-	// transactions need no isolation option, which would cost a round
-	// trip each.
-	ReadTx:   &sql.TxOptions{ReadOnly: true},
-	Classify: classify,
+var dialect = sqlstore.Dialect{
+	Dialect: sqlkv.Dialect{
+		KeyType:      fmt.Sprintf("VARBINARY(%d)", maxKey),
+		ValueType:    "LONGBLOB",
+		TableOptions: " ENGINE=InnoDB",
+		Upsert:       "INSERT INTO %s (k, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v)",
+		LockReads:    " FOR UPDATE",
+		// Every connection is set to REPEATABLE READ (see session), so
+		// transactions need no isolation option, which would cost a
+		// round trip each.
+		ReadTx:   &sql.TxOptions{ReadOnly: true},
+		Classify: classify,
+	},
+	Int:            "BIGINT",
+	Name:           "VARBINARY(255)",
+	Blob:           "LONGBLOB",
+	Concat:         "CONCAT(%s, %s)",
+	OnDuplicateKey: true,
 }
 
 // session sets each new connection to REPEATABLE READ, in case the
@@ -80,32 +89,52 @@ func (s session) Connect(ctx context.Context) (driver.Conn, error) {
 	return c, nil
 }
 
-// Open connects to the database rawURL names. With create the table is
-// created if missing; without, a missing table is an error saying the
-// volume is not formatted.
-func Open(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
-	conf, table, err := parseURL(rawURL)
+// Open connects to the database rawURL names and returns the volume in it
+// (see sqlstore.Open). With create the tables are created if missing;
+// without, missing tables are an error saying the volume is not
+// formatted.
+func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) {
+	conf, prefix, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := mysql.NewConnector(conf)
+	p, err := pool(conf)
 	if err != nil {
-		return nil, fmt.Errorf("malformed MySQL URL: %v (expected %s)", err, urlForm)
+		return nil, err
 	}
 	name := redact(rawURL, conf)
-	pool := sql.OpenDB(session{conn})
-	// Keep connections for concurrent file operations rather than
-	// logging in again for each burst, but retire them before the
-	// server's wait_timeout (8 h by default) or a proxy drops them.
-	pool.SetMaxIdleConns(maxIdle)
-	pool.SetConnMaxIdleTime(maxIdleTime)
-	pool.SetConnMaxLifetime(maxLifetime)
-	db, err := sqlkv.Open(ctx, sqlkv.Config{
+	st, err := sqlstore.Open(ctx, sqlstore.Config{
 		Name:    name,
-		Table:   table,
-		Writer:  pool,
+		Prefix:  prefix,
+		Writer:  p,
 		Dialect: dialect,
 		// conf.Timeout bounds the dial; this bounds the login too.
+		ConnectTimeout: conf.Timeout,
+	}, create)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return st, nil
+}
+
+// OpenKV opens the volume's records in one key-value table (table_prefix
+// + "kv"), the layout of volumes formatted before sqlstore; Open serves
+// such a volume too. It is for tests of that layout.
+func OpenKV(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
+	conf, prefix, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	p, err := pool(conf)
+	if err != nil {
+		return nil, err
+	}
+	name := redact(rawURL, conf)
+	db, err := sqlkv.Open(ctx, sqlkv.Config{
+		Name:           name,
+		Table:          prefix + "kv",
+		Writer:         p,
+		Dialect:        dialect.Dialect,
 		ConnectTimeout: conf.Timeout,
 	}, create)
 	if err != nil {
@@ -114,8 +143,24 @@ func Open(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
 	return db, nil
 }
 
+// pool returns the connection pool of conf.
+func pool(conf *mysql.Config) (*sql.DB, error) {
+	conn, err := mysql.NewConnector(conf)
+	if err != nil {
+		return nil, fmt.Errorf("malformed MySQL URL: %v (expected %s)", err, urlForm)
+	}
+	p := sql.OpenDB(session{conn})
+	// Keep connections for concurrent file operations rather than
+	// logging in again for each burst, but retire them before the
+	// server's wait_timeout (8 h by default) or a proxy drops them.
+	p.SetMaxIdleConns(maxIdle)
+	p.SetConnMaxIdleTime(maxIdleTime)
+	p.SetConnMaxLifetime(maxLifetime)
+	return p, nil
+}
+
 // parseURL turns a mysql:// URL into the driver's configuration and the
-// table name.
+// table prefix.
 func parseURL(rawURL string) (*mysql.Config, string, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("malformed MySQL URL: %s (expected %s)", why, urlForm)
@@ -147,7 +192,7 @@ func parseURL(rawURL string) (*mysql.Config, string, error) {
 	if conf.DBName == "" {
 		return nil, "", bad("no database")
 	}
-	table, err := sqlkv.TableName(conf.Params["table_prefix"], "kv")
+	prefix, err := sqlkv.TableName(conf.Params["table_prefix"], "")
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", redact(rawURL, conf), err)
 	}
@@ -162,7 +207,7 @@ func parseURL(rawURL string) (*mysql.Config, string, error) {
 		}
 		conf.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
 	}
-	return conf, table, nil
+	return conf, prefix, nil
 }
 
 // redact returns the URL with the password replaced, for names and errors.

@@ -10,34 +10,46 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv/sqlkvtest"
 	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
-	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/testserver"
 )
 
+// engine is the engine's two ways of opening a volume.
+var engine = sqlkvtest.Engine{Open: mysql.Open, OpenKV: mysql.OpenKV}
+
 func TestSuite(t *testing.T) {
 	base := testserver.URL(t, testserver.MySQL)
-	metatest.RunOptions(t, func(t *testing.T) store.Store { return sqlkvtest.Store(t, mysql.Open, base) }, metatest.Options{ModelOps: 500})
+	metatest.RunOptions(t, func(t *testing.T) store.Store { return sqlkvtest.Store(t, engine, base) }, metatest.Options{ModelOps: 500})
 }
 
 func BenchmarkMeta(b *testing.B) {
 	base := testserver.URL(b, testserver.MySQL)
-	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.Store(tb, mysql.Open, base) })
+	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.Store(tb, engine, base) })
+}
+
+// BenchmarkMetaKV is BenchmarkMeta on the key-value layout.
+func BenchmarkMetaKV(b *testing.B) {
+	base := testserver.URL(b, testserver.MySQL)
+	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.StoreKV(tb, engine, base) })
 }
 
 func TestKV(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, mysql.Open, testserver.URL(t, testserver.MySQL))
-	sqlkvtest.KV(t, sqlkvtest.Open(t, mysql.Open, u, true))
+	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
+	sqlkvtest.KV(t, sqlkvtest.Open(t, mysql.OpenKV, u, true))
 }
 
 func TestRaces(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, mysql.Open, testserver.URL(t, testserver.MySQL))
-	sqlkvtest.Races(t, sqlkvtest.Open(t, mysql.Open, u, true), sqlkvtest.Open(t, mysql.Open, u, false))
+	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
+	sqlkvtest.Races(t, sqlkvtest.Open(t, mysql.OpenKV, u, true), sqlkvtest.Open(t, mysql.OpenKV, u, false))
+}
+
+func TestKVLayout(t *testing.T) {
+	sqlkvtest.KVLayout(t, engine, testserver.URL(t, testserver.MySQL))
 }
 
 func TestTwoClients(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, mysql.Open, testserver.URL(t, testserver.MySQL))
-	db1 := sqlkvtest.Open(t, mysql.Open, u, true)
-	metatest.TwoClients(t, kvstore.New(db1), func() store.Store { return kvstore.New(sqlkvtest.Open(t, mysql.Open, u, false)) })
+	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
+	st1 := sqlkvtest.OpenStore(t, engine, u, true)
+	metatest.TwoClients(t, st1, func() store.Store { return sqlkvtest.OpenStore(t, engine, u, false) })
 }
 
 // parts splits a mysql://USER:PASSWORD@(ADDR)/DB?QUERY URL.
@@ -81,7 +93,7 @@ func TestOpenErrors(t *testing.T) {
 		{"no database", mk(user, "wrong-secret", addr, ""), true, "malformed MySQL URL: no database"},
 		{"bad prefix", sqlkvtest.WithParam(base, "table_prefix", "x%3Bdrop"), true, `bad table_prefix "x;drop"`},
 		{"not formatted", sqlkvtest.WithParam(base, "table_prefix", "never_formatted_"), false,
-			"table never_formatted_kv does not exist (volume not formatted?)"},
+			"table never_formatted_node does not exist (volume not formatted?)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -114,7 +126,7 @@ func TestURLForms(t *testing.T) {
 		if query != "" {
 			u += "?" + query
 		}
-		d := sqlkvtest.Open(t, mysql.Open, sqlkvtest.FreshURL(t, mysql.Open, u), true)
+		d := sqlkvtest.OpenStore(t, engine, sqlkvtest.FreshURL(t, engine, u), true)
 		if strings.Contains(d.Name(), ":"+pass+"@") && pass != "" {
 			t.Errorf("name %q shows the password", d.Name())
 		}

@@ -1,17 +1,18 @@
-// Package postgres is the PostgreSQL metadata engine: one table of ordered
-// key-value pairs (sqlkv) behind kvstore, in a database named by a URL
+// Package postgres is the PostgreSQL metadata engine: a table per record
+// kind (sqlstore), in a database named by a URL
 //
 //	postgres://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=disable[&table_prefix=P]
 //
 // (postgresql:// is accepted too). Parameters are pgx's (libpq's), plus
-// table_prefix, which names the table P + "kv" so that several volumes can
-// share one database. Without connect_timeout, connecting gives up after 5 s.
+// table_prefix, which starts every table name with P so that several
+// volumes can share one database. Without connect_timeout, connecting
+// gives up after 5 s.
 //
 // The driver is github.com/jackc/pgx/v5 through its database/sql adapter
 // (stdlib): it is maintained, pure Go, and reports errors with their
 // SQLSTATE. Write transactions run at SERIALIZABLE isolation, so a
 // transaction that read something another one changed (keys or ranges:
-// phantoms included) fails with SQLSTATE 40001 and is retried by kvstore.
+// phantoms included) fails with SQLSTATE 40001 and is retried.
 // Read transactions are REPEATABLE READ READ ONLY: one consistent snapshot,
 // never aborted.
 package postgres
@@ -30,6 +31,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv"
+	"github.com/sluicefs/sluice/internal/meta/engine/sqlstore"
+	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
 const (
@@ -39,35 +42,58 @@ const (
 	urlForm        = "postgres://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=disable"
 )
 
-var dialect = sqlkv.Dialect{
-	Dollar:    true,
-	KeyType:   "bytea",
-	ValueType: "bytea",
-	Upsert:    "INSERT INTO %s (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-	WriteTx:   &sql.TxOptions{Isolation: sql.LevelSerializable},
-	ReadTx:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
-	Classify:  classify,
+var dialect = sqlstore.Dialect{
+	Dialect: sqlkv.Dialect{
+		Dollar:    true,
+		KeyType:   "bytea",
+		ValueType: "bytea",
+		Upsert:    "INSERT INTO %s (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+		WriteTx:   &sql.TxOptions{Isolation: sql.LevelSerializable},
+		ReadTx:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+		Classify:  classify,
+	},
+	Int:    "bigint",
+	Name:   "bytea",
+	Blob:   "bytea",
+	Concat: "%s || %s",
 }
 
-// Open connects to the database rawURL names. With create the table is
-// created if missing; without, a missing table is an error saying the
-// volume is not formatted.
-func Open(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
-	conf, table, name, err := parseURL(rawURL)
+// Open connects to the database rawURL names and returns the volume in it
+// (see sqlstore.Open). With create the tables are created if missing;
+// without, missing tables are an error saying the volume is not
+// formatted.
+func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) {
+	conf, prefix, name, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	pool := stdlib.OpenDB(*conf)
-	// Keep connections for concurrent file operations rather than
-	// logging in again for each burst.
-	pool.SetMaxIdleConns(maxIdle)
-	pool.SetConnMaxIdleTime(maxIdleTime)
-	db, err := sqlkv.Open(ctx, sqlkv.Config{
+	st, err := sqlstore.Open(ctx, sqlstore.Config{
 		Name:    name,
-		Table:   table,
-		Writer:  pool,
+		Prefix:  prefix,
+		Writer:  pool(conf),
 		Dialect: dialect,
 		// connect_timeout bounds each address tried; this bounds them all.
+		ConnectTimeout: conf.ConnectTimeout,
+	}, create)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return st, nil
+}
+
+// OpenKV opens the volume's records in one key-value table (table_prefix
+// + "kv"), the layout of volumes formatted before sqlstore; Open serves
+// such a volume too. It is for tests of that layout.
+func OpenKV(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
+	conf, prefix, name, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sqlkv.Open(ctx, sqlkv.Config{
+		Name:           name,
+		Table:          prefix + "kv",
+		Writer:         pool(conf),
+		Dialect:        dialect.Dialect,
 		ConnectTimeout: conf.ConnectTimeout,
 	}, create)
 	if err != nil {
@@ -76,9 +102,19 @@ func Open(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
 	return db, nil
 }
 
-// parseURL returns the connection settings, the table name, and the URL
+// pool returns the connection pool of conf.
+func pool(conf *pgx.ConnConfig) *sql.DB {
+	p := stdlib.OpenDB(*conf)
+	// Keep connections for concurrent file operations rather than
+	// logging in again for each burst.
+	p.SetMaxIdleConns(maxIdle)
+	p.SetConnMaxIdleTime(maxIdleTime)
+	return p
+}
+
+// parseURL returns the connection settings, the table prefix, and the URL
 // without its password.
-func parseURL(rawURL string) (conf *pgx.ConnConfig, table, name string, err error) {
+func parseURL(rawURL string) (conf *pgx.ConnConfig, prefix, name string, err error) {
 	bad := func(why string) error {
 		return fmt.Errorf("malformed PostgreSQL URL: %s (expected %s)", why, urlForm)
 	}
@@ -101,7 +137,7 @@ func parseURL(rawURL string) (conf *pgx.ConnConfig, table, name string, err erro
 	if err != nil {
 		return nil, "", "", bad(err.Error())
 	}
-	table, err = sqlkv.TableName(q.Get("table_prefix"), "kv")
+	prefix, err = sqlkv.TableName(q.Get("table_prefix"), "")
 	if err != nil {
 		return nil, "", "", fmt.Errorf("%s: %w", name, err)
 	}
@@ -114,7 +150,7 @@ func parseURL(rawURL string) (conf *pgx.ConnConfig, table, name string, err erro
 	if !q.Has("connect_timeout") {
 		conf.ConnectTimeout = connectTimeout
 	}
-	return conf, table, name, nil
+	return conf, prefix, name, nil
 }
 
 // classify marks lost races as conflicts and explains what a user can fix.

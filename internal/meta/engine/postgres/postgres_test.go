@@ -11,34 +11,46 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv/sqlkvtest"
 	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
-	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/testserver"
 )
 
+// engine is the engine's two ways of opening a volume.
+var engine = sqlkvtest.Engine{Open: postgres.Open, OpenKV: postgres.OpenKV}
+
 func TestSuite(t *testing.T) {
 	base := testserver.URL(t, testserver.Postgres)
-	metatest.RunOptions(t, func(t *testing.T) store.Store { return sqlkvtest.Store(t, postgres.Open, base) }, metatest.Options{ModelOps: 500})
+	metatest.RunOptions(t, func(t *testing.T) store.Store { return sqlkvtest.Store(t, engine, base) }, metatest.Options{ModelOps: 500})
 }
 
 func BenchmarkMeta(b *testing.B) {
 	base := testserver.URL(b, testserver.Postgres)
-	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.Store(tb, postgres.Open, base) })
+	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.Store(tb, engine, base) })
+}
+
+// BenchmarkMetaKV is BenchmarkMeta on the key-value layout.
+func BenchmarkMetaKV(b *testing.B) {
+	base := testserver.URL(b, testserver.Postgres)
+	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.StoreKV(tb, engine, base) })
 }
 
 func TestKV(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, postgres.Open, testserver.URL(t, testserver.Postgres))
-	sqlkvtest.KV(t, sqlkvtest.Open(t, postgres.Open, u, true))
+	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.Postgres))
+	sqlkvtest.KV(t, sqlkvtest.Open(t, postgres.OpenKV, u, true))
 }
 
 func TestRaces(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, postgres.Open, testserver.URL(t, testserver.Postgres))
-	sqlkvtest.Races(t, sqlkvtest.Open(t, postgres.Open, u, true), sqlkvtest.Open(t, postgres.Open, u, false))
+	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.Postgres))
+	sqlkvtest.Races(t, sqlkvtest.Open(t, postgres.OpenKV, u, true), sqlkvtest.Open(t, postgres.OpenKV, u, false))
+}
+
+func TestKVLayout(t *testing.T) {
+	sqlkvtest.KVLayout(t, engine, testserver.URL(t, testserver.Postgres))
 }
 
 func TestTwoClients(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, postgres.Open, testserver.URL(t, testserver.Postgres))
-	db1 := sqlkvtest.Open(t, postgres.Open, u, true)
-	metatest.TwoClients(t, kvstore.New(db1), func() store.Store { return kvstore.New(sqlkvtest.Open(t, postgres.Open, u, false)) })
+	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.Postgres))
+	st1 := sqlkvtest.OpenStore(t, engine, u, true)
+	metatest.TwoClients(t, st1, func() store.Store { return sqlkvtest.OpenStore(t, engine, u, false) })
 }
 
 func TestOpenErrors(t *testing.T) {
@@ -70,7 +82,7 @@ func TestOpenErrors(t *testing.T) {
 		{"bad prefix", sqlkvtest.WithParam(base.String(), "table_prefix", "x%3Bdrop"), true, `bad table_prefix "x;drop"`},
 		{"semicolon", sqlkvtest.WithParam(base.String(), "table_prefix", "x;drop"), true, "malformed PostgreSQL URL"},
 		{"not formatted", sqlkvtest.WithParam(base.String(), "table_prefix", "never_formatted_"), false,
-			"table never_formatted_kv does not exist (volume not formatted?)"},
+			"table never_formatted_node does not exist (volume not formatted?)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

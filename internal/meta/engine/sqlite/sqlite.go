@@ -1,5 +1,5 @@
 // Package sqlite is the embedded metadata engine: one SQLite file in WAL
-// mode holding an ordered key-value table (sqlkv) behind kvstore. Several
+// mode holding a table per record kind (sqlstore). Several
 // processes on one host may open the same file; write transactions start
 // with BEGIN IMMEDIATE on their own pool and wait on the file lock, so
 // applications never see "database is locked" (a wait that times out
@@ -14,34 +14,87 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv"
+	"github.com/sluicefs/sluice/internal/meta/engine/sqlstore"
+	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
 // dialect is SQLite's SQL. Transactions take their kind (IMMEDIATE or
-// deferred) from the pool, so they need no options.
-var dialect = sqlkv.Dialect{
-	KeyType:      "BLOB",
-	ValueType:    "BLOB",
-	TableOptions: " WITHOUT ROWID",
-	Upsert:       "INSERT OR REPLACE INTO %s (k, v) VALUES (?, ?)",
-	Classify:     describe,
+// deferred) from the pool, so they need no options. A concatenation of
+// BLOBs yields TEXT in SQLite, hence the cast.
+var dialect = sqlstore.Dialect{
+	Dialect: sqlkv.Dialect{
+		KeyType:      "BLOB",
+		ValueType:    "BLOB",
+		TableOptions: " WITHOUT ROWID",
+		Upsert:       "INSERT OR REPLACE INTO %s (k, v) VALUES (?, ?)",
+		Classify:     describe,
+	},
+	Int:      "INTEGER",
+	Name:     "BLOB",
+	Blob:     "BLOB",
+	Concat:   "CAST(%s || %s AS BLOB)",
+	Embedded: true,
 }
 
-// Open opens the SQLite file at path. With create false a missing file is an
-// error rather than a new empty database.
-func Open(ctx context.Context, path string, create bool) (*sqlkv.DB, error) {
+// Open opens the SQLite file at path and the volume in it (see
+// sqlstore.Open). With create false a missing file is an error rather
+// than a new empty database.
+func Open(ctx context.Context, path string, create bool) (store.Store, error) {
+	writer, reader, err := pools(path, create)
+	if err != nil {
+		return nil, err
+	}
+	// The tables are created even without create: the file exists, and
+	// an empty one is then reported as unformatted by meta.
+	st, err := sqlstore.Open(ctx, sqlstore.Config{
+		Name:    "sqlite3://" + path,
+		Writer:  writer,
+		Reader:  reader,
+		Dialect: dialect,
+	}, true)
+	if err != nil {
+		return nil, fmt.Errorf("open metadata file %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// OpenKV opens the file at path with the records in one key-value table,
+// the layout of volumes formatted before sqlstore; Open serves such a
+// volume too. It is for tests of that layout.
+func OpenKV(ctx context.Context, path string, create bool) (*sqlkv.DB, error) {
+	writer, reader, err := pools(path, create)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sqlkv.Open(ctx, sqlkv.Config{
+		Name:    "sqlite3://" + path,
+		Table:   "kv",
+		Writer:  writer,
+		Reader:  reader,
+		Dialect: dialect.Dialect,
+	}, true)
+	if err != nil {
+		return nil, fmt.Errorf("open metadata file %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// pools opens the writer and reader pools of the file at path.
+func pools(path string, create bool) (writer, reader *sql.DB, err error) {
 	if path == "" {
-		return nil, errors.New("sqlite3 URL has no file path (expected sqlite3://PATH)")
+		return nil, nil, errors.New("sqlite3 URL has no file path (expected sqlite3://PATH)")
 	}
 	if !create {
 		if _, err := os.Stat(path); err != nil {
 			if os.IsNotExist(err) {
-				return nil, fmt.Errorf("metadata file %s does not exist (volume not formatted?)", path)
+				return nil, nil, fmt.Errorf("metadata file %s does not exist (volume not formatted?)", path)
 			}
-			return nil, fmt.Errorf("metadata file %s: %w", path, err)
+			return nil, nil, fmt.Errorf("metadata file %s: %w", path, err)
 		}
 	}
 	mode := "rw"
@@ -52,30 +105,18 @@ func Open(ctx context.Context, path string, create bool) (*sqlkv.DB, error) {
 		return "file:" + url.PathEscape(path) + "?mode=" + mode +
 			"&_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_txlock=" + lock
 	}
-	writer, err := sql.Open("sqlite3", dsn("immediate"))
+	writer, err = sql.Open("sqlite3", dsn("immediate"))
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	reader, err := sql.Open("sqlite3", dsn("deferred"))
+	reader, err = sql.Open("sqlite3", dsn("deferred"))
 	if err != nil {
 		writer.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	writer.SetMaxOpenConns(4)
 	reader.SetMaxOpenConns(8)
-	// The table is created even without create: the file exists, and an
-	// empty one is then reported as unformatted by meta.
-	db, err := sqlkv.Open(ctx, sqlkv.Config{
-		Name:    "sqlite3://" + path,
-		Table:   "kv",
-		Writer:  writer,
-		Reader:  reader,
-		Dialect: dialect,
-	}, true)
-	if err != nil {
-		return nil, fmt.Errorf("open metadata file %s: %w", path, err)
-	}
-	return db, nil
+	return writer, reader, nil
 }
 
 // describe turns SQLite's terse errors into ones a user can act on.
@@ -89,6 +130,10 @@ func describe(err error) error {
 			return fmt.Errorf("cannot open or write the file: %w", err)
 		case sqlite3.ErrBusy, sqlite3.ErrLocked:
 			return sqlkv.Conflict(err)
+		case sqlite3.ErrError:
+			if strings.HasPrefix(se.Error(), "no such table") {
+				return sqlkv.NoTable(err)
+			}
 		}
 	}
 	return err

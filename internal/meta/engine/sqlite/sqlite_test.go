@@ -16,11 +16,29 @@ import (
 
 func open(t testing.TB, path string, create bool) store.Store {
 	t.Helper()
-	db, err := sqlite.Open(context.Background(), path, create)
+	st, err := sqlite.Open(context.Background(), path, create)
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
 	}
-	return kvstore.New(db)
+	return st
+}
+
+// TestSuiteKV runs the suite on a volume in the key-value table of the
+// older layout, which Open still serves.
+func TestSuiteKV(t *testing.T) {
+	metatest.Run(t, func(t *testing.T) store.Store {
+		path := filepath.Join(t.TempDir(), "meta.db")
+		db, err := sqlite.OpenKV(context.Background(), path, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		st := open(t, path, false)
+		if _, ok := st.(*kvstore.Store); !ok {
+			t.Fatalf("a volume in the key-value layout opened as %T", st)
+		}
+		return st
+	})
 }
 
 func TestSuite(t *testing.T) {
@@ -80,7 +98,7 @@ func TestTwoHandles(t *testing.T) {
 }
 
 func TestKV(t *testing.T) {
-	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "meta.db"), true)
+	db, err := sqlite.OpenKV(context.Background(), filepath.Join(t.TempDir(), "meta.db"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,15 +111,27 @@ func TestKV(t *testing.T) {
 func TestRaces(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "meta.db")
-	db1, err := sqlite.Open(ctx, path, true)
+	db1, err := sqlite.OpenKV(ctx, path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db1.Close()
-	db2, err := sqlite.Open(ctx, path, false)
+	db2, err := sqlite.OpenKV(ctx, path, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db2.Close()
 	sqlkvtest.Races(t, db1, db2)
+}
+
+// BenchmarkMetaKV is BenchmarkMeta on the key-value layout.
+func BenchmarkMetaKV(b *testing.B) {
+	metatest.Bench(b, func(tb testing.TB) store.Store {
+		path := filepath.Join(tb.TempDir(), "meta.db")
+		db, err := sqlite.OpenKV(context.Background(), path, true)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return kvstore.New(db)
+	})
 }

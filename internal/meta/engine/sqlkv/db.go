@@ -1,7 +1,9 @@
 // Package sqlkv implements kvstore.DB once over database/sql: one table
 // (k PRIMARY KEY, v) holding the ordered key-value pairs kvstore lays its
-// records in. The SQL engines (sqlite, postgres, mysql) are thin adapters
-// that open the *sql.DB handles and describe their SQL in a Dialect.
+// records in. It is the layout of SQL volumes formatted before package
+// sqlstore, which keeps a table per record kind and serves such older
+// volumes through this package; its Dialect (transactions, errors) and
+// helpers (Ping, Explain, TableName) are shared by both.
 //
 // Transactions. Update runs fn in a write transaction begun with
 // Dialect.WriteTx on the writer pool; the dialect must make it serializable
@@ -137,22 +139,29 @@ func (d *DB) connect(ctx context.Context, create bool) error {
 
 // ping makes the first connection within the connect timeout.
 func (d *DB) ping(ctx context.Context) error {
+	return Ping(ctx, d.writer, d.connectTimeout, d.d.Describe)
+}
+
+// Ping makes the first connection of pool within timeout (0: no bound),
+// the handshake and login included, and returns the failure passed
+// through describe.
+func Ping(ctx context.Context, pool *sql.DB, timeout time.Duration, describe func(error) error) error {
 	pctx := ctx
-	if d.connectTimeout > 0 {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		pctx, cancel = context.WithTimeout(ctx, d.connectTimeout)
+		pctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	err := d.writer.PingContext(pctx)
+	err := pool.PingContext(pctx)
 	if err == nil {
 		return nil
 	}
 	var ne net.Error
-	timeout := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
-	if !timeout || d.connectTimeout == 0 || ctx.Err() != nil {
-		return d.classify(err)
+	late := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	if !late || timeout == 0 || ctx.Err() != nil {
+		return describe(err)
 	}
-	return Explain(err, fmt.Sprintf("no answer from the server within %v", d.connectTimeout))
+	return Explain(err, fmt.Sprintf("no answer from the server within %v", timeout))
 }
 
 // ph returns the i-th (1-based) placeholder.
@@ -163,14 +172,17 @@ func (d *DB) ph(i int) string {
 	return "?"
 }
 
-// classify passes err through the dialect's Classify, then rewords a
+// classify is d's dialect's Describe.
+func (d *DB) classify(err error) error { return d.d.Describe(err) }
+
+// Describe passes err through the dialect's Classify, then rewords a
 // failure to reach the server if Classify left err as it was.
-func (d *DB) classify(err error) error {
+func (d Dialect) Describe(err error) error {
 	if err == nil {
 		return nil
 	}
-	if d.d.Classify != nil {
-		if c := d.d.Classify(err); c != err {
+	if d.Classify != nil {
+		if c := d.Classify(err); c != err {
 			return c
 		}
 	}

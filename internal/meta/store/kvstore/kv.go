@@ -25,10 +25,6 @@ package kvstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"time"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -65,9 +61,6 @@ type DB interface {
 	Close() error
 }
 
-// maxAttempts bounds the retries of a conflicting transaction.
-const maxAttempts = 50
-
 // Store is a store.Store over a DB.
 type Store struct {
 	db DB
@@ -84,29 +77,17 @@ func (s *Store) Name() string { return s.db.Name() }
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// Update runs fn in a transaction, retrying on conflict with a jittered
-// backoff.
+// Update runs fn in a transaction, retrying on conflict (store.Retry).
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
-	var err error
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		err = s.db.Update(ctx, func(t Txn) error {
+	return store.Retry(ctx, func() error {
+		return s.db.Update(ctx, func(t Txn) error {
 			x := &tx{t: t}
 			if err := fn(x); err != nil {
 				return err
 			}
 			return x.err
 		})
-		if !errors.Is(err, store.ErrConflict) {
-			return err
-		}
-		backoff := time.Duration(rand.Int64N(int64(time.Millisecond)*int64(attempt+1))) + 50*time.Microsecond
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-	}
-	return fmt.Errorf("gave up after %d attempts: %w", maxAttempts, err)
+	})
 }
 
 // View runs fn in a read-only transaction.

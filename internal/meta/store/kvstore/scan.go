@@ -101,7 +101,7 @@ func decodeInodeRecord(p Pair) (r store.InodeRecord, ok bool) {
 			break
 		}
 		c := &store.ChunkRecord{Idx: be.Uint32(rest)}
-		ss, err := decodeSlices(p.Value)
+		ss, err := store.DecodeSlices(p.Value)
 		if err != nil {
 			r.Err = fmt.Errorf("chunk %d of inode %d: %w", c.Idx, r.Ino, err)
 			break

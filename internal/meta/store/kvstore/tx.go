@@ -217,31 +217,8 @@ func (x *tx) XattrNames(ino store.Ino) ([]string, error) {
 
 // Chunks
 
-const sliceSize = 4 + 8 + 4 + 4 + 4
-
 func chunkKey(ino store.Ino, idx uint32) []byte {
 	return inoKey(ino, 'C', be.AppendUint32(nil, idx))
-}
-
-func appendSlice(b []byte, s store.Slice) []byte {
-	b = be.AppendUint32(b, s.Pos)
-	b = be.AppendUint64(b, s.Id)
-	b = be.AppendUint32(b, s.Size)
-	b = be.AppendUint32(b, s.Off)
-	return be.AppendUint32(b, s.Len)
-}
-
-func decodeSlices(v []byte) ([]store.Slice, error) {
-	if len(v)%sliceSize != 0 {
-		return nil, fmt.Errorf("corrupt slice list (%d bytes)", len(v))
-	}
-	out := make([]store.Slice, len(v)/sliceSize)
-	for i := range out {
-		b := v[i*sliceSize:]
-		out[i] = store.Slice{Pos: be.Uint32(b), Id: be.Uint64(b[4:]), Size: be.Uint32(b[12:]),
-			Off: be.Uint32(b[16:]), Len: be.Uint32(b[20:])}
-	}
-	return out, nil
 }
 
 func (x *tx) Chunk(ino store.Ino, idx uint32) ([]store.Slice, error) {
@@ -249,7 +226,7 @@ func (x *tx) Chunk(ino store.Ino, idx uint32) ([]store.Slice, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get chunk %d of %d: %w", idx, ino, err)
 	}
-	ss, err := decodeSlices(v)
+	ss, err := store.DecodeSlices(v)
 	if err != nil {
 		return nil, fmt.Errorf("chunk %d of inode %d: %w", idx, ino, err)
 	}
@@ -267,7 +244,7 @@ func (x *tx) AppendSlice(ino store.Ino, idx uint32, s store.Slice) {
 		}
 		return
 	}
-	x.t.Set(k, appendSlice(bytes.Clone(v), s))
+	x.t.Set(k, store.EncodeSlice(bytes.Clone(v), s))
 }
 
 func (x *tx) SetChunk(ino store.Ino, idx uint32, slices []store.Slice) {
@@ -275,11 +252,7 @@ func (x *tx) SetChunk(ino store.Ino, idx uint32, slices []store.Slice) {
 		x.t.Delete(chunkKey(ino, idx))
 		return
 	}
-	b := make([]byte, 0, len(slices)*sliceSize)
-	for _, s := range slices {
-		b = appendSlice(b, s)
-	}
-	x.t.Set(chunkKey(ino, idx), b)
+	x.t.Set(chunkKey(ino, idx), store.EncodeSlices(slices))
 }
 
 func (x *tx) ChunkIndexes(ino store.Ino, from uint32, limit int) ([]uint32, error) {

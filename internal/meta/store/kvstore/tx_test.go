@@ -42,25 +42,6 @@ func TestNodeRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSlicesRoundTrip(t *testing.T) {
-	in := []store.Slice{{Pos: 0, Id: 1, Size: 4096, Off: 0, Len: 4096},
-		{Pos: math.MaxUint32, Id: math.MaxUint64, Size: math.MaxUint32, Off: 5, Len: 6}, {Pos: 10, Len: 20}}
-	var b []byte
-	for _, s := range in {
-		b = appendSlice(b, s)
-	}
-	got, err := decodeSlices(b)
-	if err != nil || !reflect.DeepEqual(got, in) {
-		t.Fatalf("round trip: %+v, %v", got, err)
-	}
-	if _, err := decodeSlices(b[:len(b)-1]); err == nil {
-		t.Fatalf("truncated slice list decoded")
-	}
-	if got, err := decodeSlices(nil); err != nil || len(got) != 0 {
-		t.Fatalf("empty slice list: %+v, %v", got, err)
-	}
-}
-
 func TestPrefixEnd(t *testing.T) {
 	cases := []struct{ in, want []byte }{
 		{[]byte("a"), []byte("b")},

@@ -1,8 +1,8 @@
 // Package sqlkvtest holds the tests every SQL engine runs beyond metatest:
 // fresh namespaces in a shared server database (a random table_prefix per
 // store, dropped when the test ends), the key-value contract of one handle
-// (KV), serializability across handles (Races), and two meta clients on two
-// handles creating files in one directory (TwoClients).
+// of the older key-value layout (KV), serializability across handles
+// (Races), and that Open still serves that layout (KVLayout).
 package sqlkvtest
 
 import (
@@ -25,8 +25,18 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
 
-// Opener opens an engine's database at url (the engine's Open).
+// Opener opens an engine's database at url in the key-value layout (the
+// engine's OpenKV).
 type Opener func(ctx context.Context, url string, create bool) (*sqlkv.DB, error)
+
+// StoreOpener opens the volume at url (the engine's Open).
+type StoreOpener func(ctx context.Context, url string, create bool) (store.Store, error)
+
+// Engine is a SQL engine's two ways of opening a volume.
+type Engine struct {
+	Open   StoreOpener
+	OpenKV Opener
+}
 
 // WithParam returns url with the query parameter key=value added.
 func WithParam(url, key, value string) string {
@@ -37,24 +47,41 @@ func WithParam(url, key, value string) string {
 	return url + sep + key + "=" + value
 }
 
-// FreshURL returns base with a new random table_prefix; the table is
-// dropped when t ends (after cleanups registered later, such as closing the
-// handles opened on it).
-func FreshURL(t testing.TB, open Opener, base string) string {
+// FreshURL returns base with a new random table_prefix; the tables are
+// dropped when t ends (after cleanups registered later, such as closing
+// the handles opened on them).
+func FreshURL(t testing.TB, e Engine, base string) string {
 	t.Helper()
 	var b [6]byte
 	rand.Read(b[:])
 	u := WithParam(base, "table_prefix", "t"+hex.EncodeToString(b[:])+"_")
 	t.Cleanup(func() {
+		// The key-value table first: Open serves it when it exists.
 		ctx := context.Background()
-		db, err := open(ctx, u, true)
+		db, err := e.OpenKV(ctx, u, true)
 		if err != nil {
-			t.Errorf("open to drop the table: %v", err)
+			t.Errorf("open to drop the tables: %v", err)
 			return
 		}
-		defer db.Close()
-		if err := db.Drop(ctx); err != nil {
+		err = db.Drop(ctx)
+		db.Close()
+		if err != nil {
 			t.Errorf("drop table: %v", err)
+			return
+		}
+		st, err := e.Open(ctx, u, true)
+		if err != nil {
+			t.Errorf("open to drop the tables: %v", err)
+			return
+		}
+		defer st.Close()
+		d, ok := st.(interface{ Drop(context.Context) error })
+		if !ok {
+			t.Errorf("cannot drop the tables of a %T", st)
+			return
+		}
+		if err := d.Drop(ctx); err != nil {
+			t.Errorf("drop tables: %v", err)
 		}
 	})
 	return u
@@ -105,15 +132,63 @@ func Open(t testing.TB, open Opener, url string, create bool) *sqlkv.DB {
 	return db
 }
 
-// Store opens an empty table of its own in the database at base, for
+// Store opens an empty volume of its own in the database at base, for
 // metatest.Run and metatest.Bench; the caller closes the store.
-func Store(tb testing.TB, open Opener, base string) store.Store {
+func Store(tb testing.TB, e Engine, base string) store.Store {
 	tb.Helper()
-	db, err := open(context.Background(), FreshURL(tb, open, base), true)
+	st, err := e.Open(context.Background(), FreshURL(tb, e, base), true)
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	return st
+}
+
+// StoreKV is Store in the key-value layout, to compare the layouts.
+func StoreKV(tb testing.TB, e Engine, base string) store.Store {
+	tb.Helper()
+	db, err := e.OpenKV(context.Background(), FreshURL(tb, e, base), true)
 	if err != nil {
 		tb.Fatalf("open: %v", err)
 	}
 	return kvstore.New(db)
+}
+
+// OpenStore opens the volume at url with e, failing t on error; the store
+// is closed when t ends.
+func OpenStore(t testing.TB, e Engine, url string, create bool) store.Store {
+	t.Helper()
+	st, err := e.Open(context.Background(), url, create)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// KVLayout checks that a volume in the key-value layout (made with
+// OpenKV) is served by Open, through kvstore, and holds what was written.
+func KVLayout(t *testing.T, e Engine, base string) {
+	ctx := context.Background()
+	u := FreshURL(t, e, base)
+	db := Open(t, e.OpenKV, u, true)
+	if err := kvstore.New(db).Update(ctx, func(tx store.Tx) error {
+		tx.SetCounter("c", 42)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st := OpenStore(t, e, u, false)
+	if _, ok := st.(*kvstore.Store); !ok {
+		t.Fatalf("a volume in the key-value layout opened as %T", st)
+	}
+	var v int64
+	if err := st.View(ctx, func(tx store.Tx) error {
+		var err error
+		v, err = tx.Counter("c")
+		return err
+	}); err != nil || v != 42 {
+		t.Fatalf("counter through Open = %d, %v; want 42", v, err)
+	}
 }
 
 // KV checks the key-value contract of one handle on an empty table: empty

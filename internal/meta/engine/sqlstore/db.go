@@ -1,0 +1,303 @@
+// Package sqlstore implements store.Store once over database/sql, in one
+// table per record kind, each keyed by the record's natural primary key:
+//
+//	node(ino)                      attributes, one column per field
+//	edge(parent, name)             directory entries: ino, type
+//	symlink(ino)                   target
+//	xattr(ino, name)               value
+//	chunk(ino, idx)                slice list (store.EncodeSlices)
+//	sliceref(id, size)             extra references
+//	counter(name)                  value
+//	setting(id)                    the volume settings blob (id 1)
+//	session(sid)                   heartbeat, info
+//	sustained(sid, ino)            inodes a session keeps open
+//	flock, plock(ino, sid, owner)  lock records
+//	lockedinode(sid, ino)          inodes a session holds locks on
+//	delfile(ino, length)           files waiting for data deletion: expire
+//	delslice(id, size)             slices waiting for block deletion
+//	truncation(ino)                truncations to finish: from
+//
+// Every table name carries the volume's table prefix. Primary keys serve
+// every lookup and every range the core reads (a directory's entries in
+// name order, a file's chunks, a session's inodes), so no secondary index
+// is needed; unsigned 64-bit numbers are stored as BIGINT bit patterns.
+// The SQL engines (sqlite, postgres, mysql) are thin adapters that open
+// the *sql.DB handles and describe their SQL in a Dialect.
+//
+// Transactions and errors work as in package sqlkv: Update runs in a write
+// transaction that the dialect makes serializable (SQLite's BEGIN
+// IMMEDIATE, PostgreSQL's SERIALIZABLE, InnoDB's locking reads), retried
+// on conflict; statements execute at once, so reads see the
+// transaction's writes, and the first failed statement voids the
+// transaction.
+//
+// Volumes formatted before this layout keep their records in sqlkv's one
+// key-value table; Open finds such a table and serves the volume from it
+// (see Open).
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv"
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+)
+
+// Dialect is what differs between SQL databases. The embedded sqlkv
+// Dialect describes transactions and errors, and the legacy key-value
+// table.
+type Dialect struct {
+	sqlkv.Dialect
+	// Int is the column type of integers (64-bit, signed).
+	Int string
+	// Name is the column type of names in keys (entry, xattr and counter
+	// names, up to 255 bytes); Blob that of other byte strings.
+	Name, Blob string
+	// Concat is a format string with two %s that concatenates two byte
+	// strings and yields a byte string.
+	Concat string
+	// OnDuplicateKey selects MySQL's INSERT ... ON DUPLICATE KEY UPDATE
+	// instead of INSERT ... ON CONFLICT (...) DO UPDATE for upserts.
+	OnDuplicateKey bool
+	// Embedded says that the database runs in the process (SQLite), so a
+	// statement costs no round trip: statements are kept prepared on
+	// each connection rather than compiled at every call, and what a
+	// server is asked in one joined query is asked as separate primary
+	// key lookups, which SQLite runs faster.
+	Embedded bool
+}
+
+// Config says what Open opens.
+type Config struct {
+	// Name names the database for users (Store.Name); no password in it.
+	Name string
+	// Prefix starts every table name; valid unquoted in the dialect (see
+	// sqlkv.TableName).
+	Prefix string
+	// Writer runs write transactions; Reader runs read ones (nil: Writer).
+	Writer, Reader *sql.DB
+	Dialect        Dialect
+	// ConnectTimeout bounds Open's first connection (0: no bound).
+	ConnectTimeout time.Duration
+}
+
+// Store is a store.Store in tables of a SQL database.
+type Store struct {
+	name           string
+	prefix         string
+	writer, reader *sql.DB
+	d              Dialect
+	stmts          sync.Map    // SQL as written here → SQL for the database
+	prepared       [2]sync.Map // per pool (reader, writer): SQL → *sql.Stmt
+	upserts        sync.Map    // table → its upsert statement
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database and returns the store of the volume in
+// it:
+//   - in the tables of this package when they exist;
+//   - otherwise in the key-value table of an older volume (Prefix + "kv",
+//     package sqlkv), when that exists;
+//   - otherwise, with create, in new tables; without, it fails saying the
+//     volume is not formatted.
+//
+// Open takes ownership of the pools: it closes them when it fails, and the
+// store's Close closes them.
+func Open(ctx context.Context, c Config, create bool) (store.Store, error) {
+	if c.Reader == nil {
+		c.Reader = c.Writer
+	}
+	s := &Store{name: c.Name, prefix: c.Prefix, writer: c.Writer, reader: c.Reader, d: c.Dialect}
+	st, err := s.open(ctx, c, create)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+func (s *Store) open(ctx context.Context, c Config, create bool) (store.Store, error) {
+	if err := sqlkv.Ping(ctx, s.writer, c.ConnectTimeout, s.d.Describe); err != nil {
+		return nil, err
+	}
+	have, err := s.exists(ctx, s.table("node"))
+	if err != nil || have {
+		return s, err
+	}
+	legacy := c.Prefix + "kv"
+	if have, err = s.exists(ctx, legacy); err != nil {
+		return nil, err
+	}
+	if have {
+		kv, err := sqlkv.Open(ctx, sqlkv.Config{Name: c.Name, Table: legacy, Writer: c.Writer, Reader: c.Reader,
+			Dialect: c.Dialect.Dialect, ConnectTimeout: c.ConnectTimeout}, false)
+		if err != nil {
+			return nil, err
+		}
+		return kvstore.New(kv), nil
+	}
+	if !create {
+		return nil, fmt.Errorf("table %s does not exist (volume not formatted?)", s.table("node"))
+	}
+	return s, s.createTables(ctx)
+}
+
+// exists reports whether table exists.
+func (s *Store) exists(ctx context.Context, table string) (bool, error) {
+	rows, err := s.reader.QueryContext(ctx, "SELECT 1 FROM "+table+" LIMIT 1")
+	if err != nil {
+		err = s.d.Describe(err)
+		if errors.Is(err, sqlkv.ErrNoTable) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read table %s: %w", table, err)
+	}
+	return true, rows.Close()
+}
+
+// table returns the name of the table of kind.
+func (s *Store) table(kind string) string { return s.prefix + kind }
+
+// sql returns the statement q for the database: every "@kind" becomes the
+// name of the kind's table and, for PostgreSQL, every ? a numbered
+// placeholder. Statements are rewritten once and remembered.
+func (s *Store) sql(q string) string {
+	if v, ok := s.stmts.Load(q); ok {
+		return v.(string)
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		switch c := q[i]; {
+		case c == '@':
+			b.WriteString(s.prefix)
+		case c == '?' && s.d.Dollar:
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	s.stmts.Store(q, b.String())
+	return b.String()
+}
+
+// prepare returns q (as written here) prepared on the pool of write
+// transactions or that of read ones; statements are prepared once and
+// kept until Close.
+func (s *Store) prepare(ctx context.Context, write bool, q string) (*sql.Stmt, error) {
+	i, pool := 0, s.reader
+	if write {
+		i, pool = 1, s.writer
+	}
+	if v, ok := s.prepared[i].Load(q); ok {
+		return v.(*sql.Stmt), nil
+	}
+	st, err := pool.PrepareContext(ctx, s.sql(q))
+	if err != nil {
+		return nil, err
+	}
+	if v, loaded := s.prepared[i].LoadOrStore(q, st); loaded {
+		st.Close()
+		return v.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+// upsert returns the statement that inserts a row of table, or replaces
+// the values of the row with the same keys. Each table has one upsert,
+// built at its first use.
+func (s *Store) upsert(table string, keys, vals []string) string {
+	if v, ok := s.upserts.Load(table); ok {
+		return v.(string)
+	}
+	q := s.buildUpsert(table, keys, vals)
+	s.upserts.Store(table, q)
+	return q
+}
+
+func (s *Store) buildUpsert(table string, keys, vals []string) string {
+	cols := append(append([]string{}, keys...), vals...)
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ")
+	q := "INSERT INTO @" + table + " (" + strings.Join(cols, ", ") + ") VALUES (" + marks + ")"
+	var set []string
+	if s.d.OnDuplicateKey {
+		if len(vals) == 0 {
+			vals = keys[:1] // no values: keep the row
+		}
+		for _, v := range vals {
+			set = append(set, v+" = VALUES("+v+")")
+		}
+		return q + " ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
+	}
+	if len(vals) == 0 {
+		return q + " ON CONFLICT (" + strings.Join(keys, ", ") + ") DO NOTHING"
+	}
+	for _, v := range vals {
+		set = append(set, v+" = excluded."+v)
+	}
+	return q + " ON CONFLICT (" + strings.Join(keys, ", ") + ") DO UPDATE SET " + strings.Join(set, ", ")
+}
+
+// Name returns the name Open was given.
+func (s *Store) Name() string { return s.name }
+
+// Close closes the prepared statements and the pools.
+func (s *Store) Close() error {
+	for i := range s.prepared {
+		s.prepared[i].Range(func(_, v any) bool {
+			v.(*sql.Stmt).Close()
+			return true
+		})
+	}
+	if s.reader == s.writer {
+		return s.writer.Close()
+	}
+	return errors.Join(s.writer.Close(), s.reader.Close())
+}
+
+// Update runs fn in a write transaction and commits it, retrying on
+// conflict (store.Retry).
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return store.Retry(ctx, func() error { return s.run(ctx, true, fn) })
+}
+
+// View runs fn in a read transaction that is rolled back.
+func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	return s.run(ctx, false, fn)
+}
+
+func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) error {
+	pool, opts := s.reader, s.d.ReadTx
+	if write {
+		pool, opts = s.writer, s.d.WriteTx
+	}
+	sqlTx, err := pool.BeginTx(ctx, opts)
+	if err != nil {
+		return s.d.Describe(err)
+	}
+	t := &tx{ctx: ctx, s: s, tx: sqlTx, write: write}
+	err = fn(t)
+	if t.err != nil && !errors.Is(err, t.err) {
+		// fn dropped or replaced the failure of a statement; the
+		// failure decides (it may be a conflict worth retrying).
+		err = t.err
+	}
+	if err != nil {
+		sqlTx.Rollback()
+		return err
+	}
+	if !write {
+		return s.d.Describe(sqlTx.Rollback())
+	}
+	return s.d.Describe(sqlTx.Commit())
+}
