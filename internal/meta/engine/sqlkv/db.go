@@ -222,23 +222,37 @@ func (d *DB) run(ctx context.Context, write bool, fn func(kvstore.Txn) error) er
 	if write {
 		pool, opts = d.writer, d.d.WriteTx
 	}
+	return d.d.Run(ctx, pool, opts, write, func(sqlTx *sql.Tx) error {
+		t := &txn{ctx: ctx, db: d, tx: sqlTx, write: write}
+		return Failed(fn(t), t.err)
+	})
+}
+
+// Failed returns the error of a transaction's callback that returned err
+// after its first failed statement returned failed (nil if none): the
+// statement's failure decides when the callback dropped or replaced it,
+// since it may be a conflict worth retrying.
+func Failed(err, failed error) error {
+	if failed != nil && !errors.Is(err, failed) {
+		return failed
+	}
+	return err
+}
+
+// Run begins a transaction on pool with opts and runs fn in it. A write
+// transaction is committed when fn returns nil; a read one is rolled
+// back. Errors of the database pass through Describe.
+func (d Dialect) Run(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, write bool, fn func(*sql.Tx) error) error {
 	sqlTx, err := pool.BeginTx(ctx, opts)
 	if err != nil {
-		return d.classify(err)
+		return d.Describe(err)
 	}
-	t := &txn{ctx: ctx, db: d, tx: sqlTx, write: write}
-	err = fn(t)
-	if t.err != nil && !errors.Is(err, t.err) {
-		// fn dropped or replaced the failure of a statement; the
-		// failure decides (it may be a conflict worth retrying).
-		err = t.err
-	}
-	if err != nil {
+	if err := fn(sqlTx); err != nil {
 		sqlTx.Rollback()
 		return err
 	}
 	if !write {
-		return d.classify(sqlTx.Rollback())
+		return d.Describe(sqlTx.Rollback())
 	}
-	return d.classify(sqlTx.Commit())
+	return d.Describe(sqlTx.Commit())
 }

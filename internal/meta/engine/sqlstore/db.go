@@ -281,23 +281,8 @@ func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) er
 	if write {
 		pool, opts = s.writer, s.d.WriteTx
 	}
-	sqlTx, err := pool.BeginTx(ctx, opts)
-	if err != nil {
-		return s.d.Describe(err)
-	}
-	t := &tx{ctx: ctx, s: s, tx: sqlTx, write: write}
-	err = fn(t)
-	if t.err != nil && !errors.Is(err, t.err) {
-		// fn dropped or replaced the failure of a statement; the
-		// failure decides (it may be a conflict worth retrying).
-		err = t.err
-	}
-	if err != nil {
-		sqlTx.Rollback()
-		return err
-	}
-	if !write {
-		return s.d.Describe(sqlTx.Rollback())
-	}
-	return s.d.Describe(sqlTx.Commit())
+	return s.d.Run(ctx, pool, opts, write, func(sqlTx *sql.Tx) error {
+		t := &tx{ctx: ctx, s: s, tx: sqlTx, write: write}
+		return sqlkv.Failed(fn(t), t.err)
+	})
 }
