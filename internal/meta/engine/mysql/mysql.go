@@ -94,25 +94,13 @@ func (s session) Connect(ctx context.Context) (driver.Conn, error) {
 // without, missing tables are an error saying the volume is not
 // formatted.
 func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) {
-	conf, prefix, err := parseURL(rawURL)
+	c, err := config(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	p, err := pool(conf)
+	st, err := sqlstore.Open(ctx, c, create)
 	if err != nil {
-		return nil, err
-	}
-	name := redact(rawURL, conf)
-	st, err := sqlstore.Open(ctx, sqlstore.Config{
-		Name:    name,
-		Prefix:  prefix,
-		Writer:  p,
-		Dialect: dialect,
-		// conf.Timeout bounds the dial; this bounds the login too.
-		ConnectTimeout: conf.Timeout,
-	}, create)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", c.Name, err)
 	}
 	return st, nil
 }
@@ -121,26 +109,35 @@ func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) 
 // + "kv"), the layout of volumes formatted before sqlstore; Open serves
 // such a volume too. It is for tests of that layout.
 func OpenKV(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
-	conf, prefix, err := parseURL(rawURL)
+	c, err := config(rawURL)
 	if err != nil {
 		return nil, err
+	}
+	db, err := sqlkv.Open(ctx, c.KV(), create)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Name, err)
+	}
+	return db, nil
+}
+
+// config returns what Open and OpenKV open for rawURL, its pool included.
+func config(rawURL string) (sqlstore.Config, error) {
+	conf, prefix, err := parseURL(rawURL)
+	if err != nil {
+		return sqlstore.Config{}, err
 	}
 	p, err := pool(conf)
 	if err != nil {
-		return nil, err
+		return sqlstore.Config{}, err
 	}
-	name := redact(rawURL, conf)
-	db, err := sqlkv.Open(ctx, sqlkv.Config{
-		Name:           name,
-		Table:          prefix + "kv",
-		Writer:         p,
-		Dialect:        dialect.Dialect,
+	return sqlstore.Config{
+		Name:    redact(rawURL, conf),
+		Prefix:  prefix,
+		Writer:  p,
+		Dialect: dialect,
+		// conf.Timeout bounds the dial; this bounds the login too.
 		ConnectTimeout: conf.Timeout,
-	}, create)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return db, nil
+	}, nil
 }
 
 // pool returns the connection pool of conf.

@@ -63,20 +63,13 @@ var dialect = sqlstore.Dialect{
 // without, missing tables are an error saying the volume is not
 // formatted.
 func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) {
-	conf, prefix, name, err := parseURL(rawURL)
+	c, err := config(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	st, err := sqlstore.Open(ctx, sqlstore.Config{
-		Name:    name,
-		Prefix:  prefix,
-		Writer:  pool(conf),
-		Dialect: dialect,
-		// connect_timeout bounds each address tried; this bounds them all.
-		ConnectTimeout: conf.ConnectTimeout,
-	}, create)
+	st, err := sqlstore.Open(ctx, c, create)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", c.Name, err)
 	}
 	return st, nil
 }
@@ -85,21 +78,31 @@ func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) 
 // + "kv"), the layout of volumes formatted before sqlstore; Open serves
 // such a volume too. It is for tests of that layout.
 func OpenKV(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
-	conf, prefix, name, err := parseURL(rawURL)
+	c, err := config(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sqlkv.Open(ctx, sqlkv.Config{
-		Name:           name,
-		Table:          prefix + "kv",
-		Writer:         pool(conf),
-		Dialect:        dialect.Dialect,
-		ConnectTimeout: conf.ConnectTimeout,
-	}, create)
+	db, err := sqlkv.Open(ctx, c.KV(), create)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", c.Name, err)
 	}
 	return db, nil
+}
+
+// config returns what Open and OpenKV open for rawURL, its pool included.
+func config(rawURL string) (sqlstore.Config, error) {
+	conf, prefix, name, err := parseURL(rawURL)
+	if err != nil {
+		return sqlstore.Config{}, err
+	}
+	return sqlstore.Config{
+		Name:    name,
+		Prefix:  prefix,
+		Writer:  pool(conf),
+		Dialect: dialect,
+		// connect_timeout bounds each address tried; this bounds them all.
+		ConnectTimeout: conf.ConnectTimeout,
+	}, nil
 }
 
 // pool returns the connection pool of conf.

@@ -45,18 +45,13 @@ var dialect = sqlstore.Dialect{
 // sqlstore.Open). With create false a missing file is an error rather
 // than a new empty database.
 func Open(ctx context.Context, path string, create bool) (store.Store, error) {
-	writer, reader, err := pools(path, create)
+	c, err := config(path, create)
 	if err != nil {
 		return nil, err
 	}
 	// The tables are created even without create: the file exists, and
 	// an empty one is then reported as unformatted by meta.
-	st, err := sqlstore.Open(ctx, sqlstore.Config{
-		Name:    "sqlite3://" + path,
-		Writer:  writer,
-		Reader:  reader,
-		Dialect: dialect,
-	}, true)
+	st, err := sqlstore.Open(ctx, c, true)
 	if err != nil {
 		return nil, fmt.Errorf("open metadata file %s: %w", path, err)
 	}
@@ -67,21 +62,24 @@ func Open(ctx context.Context, path string, create bool) (store.Store, error) {
 // the layout of volumes formatted before sqlstore; Open serves such a
 // volume too. It is for tests of that layout.
 func OpenKV(ctx context.Context, path string, create bool) (*sqlkv.DB, error) {
-	writer, reader, err := pools(path, create)
+	c, err := config(path, create)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sqlkv.Open(ctx, sqlkv.Config{
-		Name:    "sqlite3://" + path,
-		Table:   "kv",
-		Writer:  writer,
-		Reader:  reader,
-		Dialect: dialect.Dialect,
-	}, true)
+	db, err := sqlkv.Open(ctx, c.KV(), true)
 	if err != nil {
 		return nil, fmt.Errorf("open metadata file %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// config returns what Open and OpenKV open for the file at path.
+func config(path string, create bool) (sqlstore.Config, error) {
+	writer, reader, err := pools(path, create)
+	if err != nil {
+		return sqlstore.Config{}, err
+	}
+	return sqlstore.Config{Name: "sqlite3://" + path, Writer: writer, Reader: reader, Dialect: dialect}, nil
 }
 
 // pools opens the writer and reader pools of the file at path.

@@ -89,6 +89,13 @@ type Config struct {
 	ConnectTimeout time.Duration
 }
 
+// KV returns the configuration of the same database in the key-value
+// layout of older volumes: table Prefix + "kv" (package sqlkv).
+func (c Config) KV() sqlkv.Config {
+	return sqlkv.Config{Name: c.Name, Table: c.Prefix + "kv", Writer: c.Writer, Reader: c.Reader,
+		Dialect: c.Dialect.Dialect, ConnectTimeout: c.ConnectTimeout}
+}
+
 // Store is a store.Store in tables of a SQL database.
 type Store struct {
 	name           string
@@ -133,13 +140,11 @@ func (s *Store) open(ctx context.Context, c Config, create bool) (store.Store, e
 	if err != nil || have {
 		return s, err
 	}
-	legacy := c.Prefix + "kv"
-	if have, err = s.exists(ctx, legacy); err != nil {
+	if have, err = s.exists(ctx, c.KV().Table); err != nil {
 		return nil, err
 	}
 	if have {
-		kv, err := sqlkv.Open(ctx, sqlkv.Config{Name: c.Name, Table: legacy, Writer: c.Writer, Reader: c.Reader,
-			Dialect: c.Dialect.Dialect, ConnectTimeout: c.ConnectTimeout}, false)
+		kv, err := sqlkv.Open(ctx, c.KV(), false)
 		if err != nil {
 			return nil, err
 		}
