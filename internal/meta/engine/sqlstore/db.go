@@ -102,9 +102,13 @@ type Store struct {
 	prefix         string
 	writer, reader *sql.DB
 	d              Dialect
-	stmts          sync.Map    // SQL as written here → SQL for the database
-	prepared       [2]sync.Map // per pool (reader, writer): SQL → *sql.Stmt
-	upserts        sync.Map    // table → its upsert statement
+	// stmts maps SQL as written here to SQL for the database, without
+	// and with the dialect's locking clause (LockReads).
+	stmts    [2]sync.Map
+	prepared [2]sync.Map // per pool (reader, writer): SQL → *sql.Stmt
+	upserts  sync.Map    // table → its upsert statement
+	// appendSlice appends a slice to a chunk's list inside the database.
+	appendSlice string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -123,7 +127,8 @@ func Open(ctx context.Context, c Config, create bool) (store.Store, error) {
 	if c.Reader == nil {
 		c.Reader = c.Writer
 	}
-	s := &Store{name: c.Name, prefix: c.Prefix, writer: c.Writer, reader: c.Reader, d: c.Dialect}
+	s := &Store{name: c.Name, prefix: c.Prefix, writer: c.Writer, reader: c.Reader, d: c.Dialect,
+		appendSlice: "UPDATE @chunk SET slices = " + fmt.Sprintf(c.Dialect.Concat, "slices", "?") + " WHERE ino = ? AND idx = ?"}
 	st, err := s.open(ctx, c, create)
 	if err != nil {
 		s.Close()
@@ -173,10 +178,15 @@ func (s *Store) exists(ctx context.Context, table string) (bool, error) {
 func (s *Store) table(kind string) string { return s.prefix + kind }
 
 // sql returns the statement q for the database: every "@kind" becomes the
-// name of the kind's table and, for PostgreSQL, every ? a numbered
-// placeholder. Statements are rewritten once and remembered.
-func (s *Store) sql(q string) string {
-	if v, ok := s.stmts.Load(q); ok {
+// name of the kind's table, for PostgreSQL every ? a numbered
+// placeholder, and with lock the dialect's LockReads clause ends it.
+// Statements are rewritten once and remembered.
+func (s *Store) sql(q string, lock bool) string {
+	m := &s.stmts[0]
+	if lock {
+		m = &s.stmts[1]
+	}
+	if v, ok := m.Load(q); ok {
 		return v.(string)
 	}
 	var b strings.Builder
@@ -192,14 +202,19 @@ func (s *Store) sql(q string) string {
 			b.WriteByte(c)
 		}
 	}
-	s.stmts.Store(q, b.String())
+	if lock {
+		b.WriteString(s.d.LockReads)
+	}
+	m.Store(q, b.String())
 	return b.String()
 }
 
-// prepare returns q (as written here) prepared on the pool of write
-// transactions or that of read ones; statements are prepared once and
-// kept until Close.
-func (s *Store) prepare(ctx context.Context, write bool, q string) (*sql.Stmt, error) {
+// prepare returns q (as written here; see sql for lock) prepared on the
+// pool of write transactions or that of read ones. A statement is
+// prepared once and kept until Close; on one pool a statement is always
+// asked for with the same lock, as only SELECTs of write transactions
+// lock.
+func (s *Store) prepare(ctx context.Context, write bool, q string, lock bool) (*sql.Stmt, error) {
 	i, pool := 0, s.reader
 	if write {
 		i, pool = 1, s.writer
@@ -207,7 +222,7 @@ func (s *Store) prepare(ctx context.Context, write bool, q string) (*sql.Stmt, e
 	if v, ok := s.prepared[i].Load(q); ok {
 		return v.(*sql.Stmt), nil
 	}
-	st, err := pool.PrepareContext(ctx, s.sql(q))
+	st, err := pool.PrepareContext(ctx, s.sql(q, lock))
 	if err != nil {
 		return nil, err
 	}

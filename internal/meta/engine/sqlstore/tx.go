@@ -35,24 +35,53 @@ func (t *tx) fail(err error) error {
 	return t.err
 }
 
-// query runs a SELECT, locking what it reads in a write transaction.
+// statement is one statement of a transaction, ready to run.
+type statement interface {
+	QueryContext(ctx context.Context, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+}
+
+// text is a statement sent to the server as text; the server caches its
+// plan.
+type text struct {
+	tx *sql.Tx
+	q  string
+}
+
+func (s text) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	return s.tx.QueryContext(ctx, s.q, args...)
+}
+
+func (s text) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return s.tx.ExecContext(ctx, s.q, args...)
+}
+
+// statement returns q, as written here, ready to run in the transaction:
+// prepared once per pool when the database is embedded (compiling a
+// statement costs SQLite more than running it), otherwise as text. A
+// SELECT (read) in a write transaction locks what it reads.
+func (t *tx) statement(q string, read bool) (statement, error) {
+	lock := read && t.write
+	if !t.s.d.Embedded {
+		return text{t.tx, t.s.sql(q, lock)}, nil
+	}
+	st, err := t.s.prepare(t.ctx, t.write, q, lock)
+	if err != nil {
+		return nil, err
+	}
+	return t.tx.StmtContext(t.ctx, st), nil
+}
+
+// query runs a SELECT.
 func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
-	if t.write {
-		q += t.s.d.LockReads
+	st, err := t.statement(q, true)
+	if err != nil {
+		return nil, t.fail(err)
 	}
-	var rows *sql.Rows
-	var err error
-	if t.s.d.Embedded {
-		var st *sql.Stmt
-		if st, err = t.s.prepare(t.ctx, t.write, q); err == nil {
-			rows, err = t.tx.StmtContext(t.ctx, st).QueryContext(t.ctx, args...)
-		}
-	} else {
-		rows, err = t.tx.QueryContext(t.ctx, t.s.sql(q), args...)
-	}
+	rows, err := st.QueryContext(t.ctx, args...)
 	if err != nil {
 		return nil, t.fail(err)
 	}
@@ -103,16 +132,12 @@ func (t *tx) exec(q string, args ...any) int64 {
 	if t.err != nil {
 		return 0
 	}
-	var res sql.Result
-	var err error
-	if t.s.d.Embedded {
-		var st *sql.Stmt
-		if st, err = t.s.prepare(t.ctx, t.write, q); err == nil {
-			res, err = t.tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
-		}
-	} else {
-		res, err = t.tx.ExecContext(t.ctx, t.s.sql(q), args...)
+	st, err := t.statement(q, false)
+	if err != nil {
+		t.fail(err)
+		return 0
 	}
+	res, err := st.ExecContext(t.ctx, args...)
 	if err != nil {
 		t.fail(err)
 		return 0
@@ -372,8 +397,7 @@ func (t *tx) Chunk(ino store.Ino, idx uint32) ([]store.Slice, error) {
 func (t *tx) AppendSlice(ino store.Ino, idx uint32, s store.Slice) {
 	// The append happens in the database: the slice list is not read.
 	b := store.EncodeSlice(nil, s)
-	q := "UPDATE @chunk SET slices = " + fmt.Sprintf(t.s.d.Concat, "slices", "?") + " WHERE ino = ? AND idx = ?"
-	if t.exec(q, b, i64(ino), int64(idx)) == 0 && t.err == nil {
+	if t.exec(t.s.appendSlice, b, i64(ino), int64(idx)) == 0 && t.err == nil {
 		t.exec("INSERT INTO @chunk (ino, idx, slices) VALUES (?, ?, ?)", i64(ino), int64(idx), b)
 	}
 }
