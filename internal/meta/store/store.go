@@ -223,7 +223,12 @@ type Store interface {
 	// Update runs fn in a read-write transaction and commits it, retrying
 	// fn from the start on ErrConflict a bounded number of times.
 	Update(ctx context.Context, fn func(tx Tx) error) error
-	// View runs fn in a read-only transaction.
+	// View runs fn in a read-only transaction. Each read returns what was
+	// committed when it was made; an engine need not read every record
+	// of one View at the same instant (the SQL servers' first statement
+	// runs before the transaction of the rest begins, and Redis reads
+	// each round trip afresh), so fn tolerates a record that changed or
+	// vanished between two of its reads.
 	View(ctx context.Context, fn func(tx Tx) error) error
 	// Name describes the engine and its address with secrets removed.
 	Name() string

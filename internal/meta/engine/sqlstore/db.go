@@ -297,6 +297,9 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 }
 
 func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) error {
+	if !write && !s.d.Embedded {
+		return s.view(ctx, fn)
+	}
 	pool, opts := s.reader, s.d.ReadTx
 	if write {
 		pool, opts = s.writer, s.d.WriteTx
@@ -305,4 +308,22 @@ func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) er
 		t := &tx{ctx: ctx, s: s, tx: sqlTx, write: write}
 		return sqlkv.Failed(fn(t), t.err)
 	})
+}
+
+// view runs fn as a read transaction on a server that begins only when fn
+// runs a second statement: a lookup or a getattr is one statement, and
+// one round trip rather than three with BEGIN and ROLLBACK. Its first
+// statement then reads at an earlier point than the rest, which the core
+// allows (a View promises each read is current when made, as the
+// key-value engines give it, not one snapshot across reads).
+func (s *Store) view(ctx context.Context, fn func(store.Tx) error) error {
+	t := &tx{ctx: ctx, s: s, lazy: true}
+	err := sqlkv.Failed(fn(t), t.err)
+	if t.tx == nil {
+		return err
+	}
+	if rerr := t.tx.Rollback(); err == nil {
+		err = s.d.Describe(rerr)
+	}
+	return err
 }

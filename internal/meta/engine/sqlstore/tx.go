@@ -17,12 +17,23 @@ const inBatch = 500
 
 // tx is a store.Tx over one SQL transaction. Writes execute at once, so
 // reads see them.
+//
+// A read transaction on a server begins lazily (see Store.view): its first
+// statement runs alone on the pool, and the transaction begins at the
+// second. tx is nil until then.
 type tx struct {
 	ctx   context.Context
 	s     *Store
 	tx    *sql.Tx
 	write bool
 	err   error // first failed statement, described; voids the transaction
+	// lazy says that no statement has run yet and none is to begin a
+	// transaction: the first one runs alone.
+	lazy bool
+	// nodes holds nodes a read transaction fetched ahead: the node an
+	// entry NodeEdge read names, which a lookup reads next. Each is
+	// served once.
+	nodes map[store.Ino]*store.Node
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -41,26 +52,46 @@ type statement interface {
 	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
 }
 
+// conn is what runs SQL text: a transaction, or the pool for a statement
+// that runs alone.
+type conn interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+}
+
 // text is a statement sent to the server as text; the server caches its
 // plan.
 type text struct {
-	tx *sql.Tx
-	q  string
+	c conn
+	q string
 }
 
 func (s text) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
-	return s.tx.QueryContext(ctx, s.q, args...)
+	return s.c.QueryContext(ctx, s.q, args...)
 }
 
 func (s text) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
-	return s.tx.ExecContext(ctx, s.q, args...)
+	return s.c.ExecContext(ctx, s.q, args...)
 }
 
 // statement returns q, as written here, ready to run in the transaction:
 // prepared once per pool when the database is embedded (compiling a
 // statement costs SQLite more than running it), otherwise as text. A
-// SELECT (read) in a write transaction locks what it reads.
+// SELECT (read) in a write transaction locks what it reads. The first
+// statement of a lazy read transaction runs alone; the second begins the
+// transaction.
 func (t *tx) statement(q string, read bool) (statement, error) {
+	if t.tx == nil {
+		if t.lazy {
+			t.lazy = false
+			return text{t.s.reader, t.s.sql(q, false)}, nil
+		}
+		sqlTx, err := t.s.reader.BeginTx(t.ctx, t.s.d.ReadTx)
+		if err != nil {
+			return nil, err
+		}
+		t.tx = sqlTx
+	}
 	lock := read && t.write
 	if !t.s.d.Embedded {
 		return text{t.tx, t.s.sql(q, lock)}, nil
@@ -186,7 +217,35 @@ func (v *nodeScan) node() *store.Node {
 		Nlink: uint32(v[12]), Length: uint64(v[13]), Rdev: uint32(v[14]), Parent: store.Ino(v[15])}
 }
 
+// nullNodeScan holds the columns of a node that an outer join may have
+// left NULL.
+type nullNodeScan [16]sql.NullInt64
+
+func (v *nullNodeScan) dest() []any {
+	d := make([]any, len(v))
+	for i := range v {
+		d[i] = &v[i]
+	}
+	return d
+}
+
+// node returns the node, or nil when the join found none.
+func (v *nullNodeScan) node() *store.Node {
+	if !v[0].Valid {
+		return nil
+	}
+	var n nodeScan
+	for i := range v {
+		n[i] = v[i].Int64
+	}
+	return n.node()
+}
+
 func (t *tx) Node(ino store.Ino) (*store.Node, error) {
+	if n, ok := t.nodes[ino]; ok {
+		delete(t.nodes, ino)
+		return n, nil
+	}
 	var v nodeScan
 	ok, err := t.row("SELECT "+nodeFields+" FROM @node WHERE ino = ?", []any{i64(ino)}, v.dest()...)
 	if err != nil {
@@ -250,12 +309,17 @@ func (t *tx) NodeEdge(parent store.Ino, name []byte) (*store.Node, store.Edge, e
 		}
 		return n, e, err
 	}
-	// One round trip: the node, with its entry joined when there is one.
+	// One round trip: the node, with its entry joined when there is one,
+	// and in a read transaction also the node the entry names, which a
+	// lookup reads next (not in a write transaction, where a read locks).
 	var v nodeScan
 	var ino, typ sql.NullInt64
-	q := "SELECT n." + strings.ReplaceAll(nodeFields, ", ", ", n.") + ", e.ino, e.type FROM @node n" +
-		" LEFT JOIN @edge e ON e.parent = n.ino AND e.name = ? WHERE n.ino = ?"
-	ok, err := t.row(q, []any{name, i64(parent)}, append(v.dest(), &ino, &typ)...)
+	var child nullNodeScan
+	q, dest := nodeEdgeSQL, append(v.dest(), &ino, &typ)
+	if !t.write {
+		q, dest = nodeEdgeChildSQL, append(dest, child.dest()...)
+	}
+	ok, err := t.row(q, []any{name, i64(parent)}, dest...)
 	if err != nil {
 		return nil, store.Edge{}, fmt.Errorf("get node %d and entry: %w", parent, err)
 	}
@@ -265,8 +329,27 @@ func (t *tx) NodeEdge(parent store.Ino, name []byte) (*store.Node, store.Edge, e
 	if !ino.Valid {
 		return v.node(), store.Edge{}, nil
 	}
+	if c := child.node(); c != nil {
+		if t.nodes == nil {
+			t.nodes = map[store.Ino]*store.Node{}
+		}
+		t.nodes[c.Ino] = c
+	}
 	return v.node(), store.Edge{Name: append([]byte{}, name...), Ino: store.Ino(ino.Int64), Type: uint8(typ.Int64)}, nil
 }
+
+// The servers' NodeEdge queries: a directory's node with the entry of a
+// name, and in read transactions also the entry's node.
+var (
+	nodeEdgeSQL = "SELECT " + qualified("n") + ", e.ino, e.type FROM @node n" +
+		" LEFT JOIN @edge e ON e.parent = n.ino AND e.name = ? WHERE n.ino = ?"
+	nodeEdgeChildSQL = "SELECT " + qualified("n") + ", e.ino, e.type, " + qualified("c") + " FROM @node n" +
+		" LEFT JOIN @edge e ON e.parent = n.ino AND e.name = ?" +
+		" LEFT JOIN @node c ON c.ino = e.ino WHERE n.ino = ?"
+)
+
+// qualified returns the node columns qualified with the table alias a.
+func qualified(a string) string { return a + "." + strings.ReplaceAll(nodeFields, ", ", ", "+a+".") }
 
 func (t *tx) Edge(parent store.Ino, name []byte) (store.Edge, error) {
 	var ino, typ int64
