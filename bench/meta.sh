@@ -7,6 +7,9 @@
 #
 #   scripts/test-servers.sh bench/meta.sh [N] [BIG]
 #
+# ENGINES="postgres mysql" limits the run to those engines (default: all
+# of sqlite3 redis postgres mysql etcd whose server is there).
+#
 # Results go to stdout; docs/benchmarks.md records them with this command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +26,7 @@ declare -A urls=([sqlite3]="sqlite3://$work/meta.db")
 [ -n "${SLUICE_TEST_POSTGRES:-}" ] && urls[postgres]="$SLUICE_TEST_POSTGRES&table_prefix=${ns}_"
 [ -n "${SLUICE_TEST_MYSQL:-}" ] && urls[mysql]="$SLUICE_TEST_MYSQL?table_prefix=${ns}_"
 [ -n "${SLUICE_TEST_ETCD:-}" ] && urls[etcd]="${SLUICE_TEST_ETCD%/}/$ns"
-for engine in sqlite3 redis postgres mysql etcd; do
+for engine in ${ENGINES:-sqlite3 redis postgres mysql etcd}; do
   url=${urls[$engine]:-}
   [ -n "$url" ] || { echo "== $engine: no server, skipped"; continue; }
   mnt="$work/mnt-$engine"
