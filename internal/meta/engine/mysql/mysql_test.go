@@ -2,9 +2,13 @@ package mysql_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/sluicefs/sluice/internal/meta/engine/mysql"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv/sqlkvtest"
@@ -129,6 +133,106 @@ func TestURLForms(t *testing.T) {
 		d := sqlkvtest.OpenStore(t, engine, sqlkvtest.FreshURL(t, engine, u), true)
 		if strings.Contains(d.Name(), ":"+pass+"@") && pass != "" {
 			t.Errorf("name %q shows the password", d.Name())
+		}
+	}
+}
+
+// TestOneStatementReads counts, on the server, the statements that reads
+// send: a View of one statement, and a lookup (the directory, the entry
+// and the entry's node), run alone with no BEGIN or ROLLBACK; a View of
+// two statements runs them in one transaction.
+func TestOneStatementReads(t *testing.T) {
+	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
+	st := sqlkvtest.OpenStore(t, engine, u, true)
+	ctx := context.Background()
+	dir := &store.Node{Ino: 1000, Type: store.TypeDir, Mode: 0o755, Nlink: 2, Parent: 1}
+	file := &store.Node{Ino: 1001, Type: store.TypeFile, Mode: 0o644, Nlink: 1, Length: 42, Parent: 1000}
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		tx.SetNode(dir)
+		tx.SetNode(file)
+		tx.SetEdge(dir.Ino, store.Edge{Name: []byte("f"), Ino: file.Ino, Type: store.TypeFile})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	user, pass, addr, db, _ := parts(t, u)
+	server, err := sql.Open("mysql", user+":"+pass+"@tcp("+addr+")/"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	counters := func() map[string]int64 {
+		t.Helper()
+		rows, err := server.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_begin', 'Com_select', 'Com_rollback', 'Com_commit')")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		m := map[string]int64{}
+		for rows.Next() {
+			var k string
+			var v int64
+			if err := rows.Scan(&k, &v); err != nil {
+				t.Fatal(err)
+			}
+			m[k] = v
+		}
+		return m
+	}
+
+	lookup := func(tx store.Tx) error {
+		d, e, err := tx.NodeEdge(dir.Ino, []byte("f"))
+		if err != nil {
+			return err
+		}
+		if d.Ino != dir.Ino || e.Ino != file.Ino {
+			return fmt.Errorf("NodeEdge: node %d, entry %+v", d.Ino, e)
+		}
+		n, err := tx.Node(e.Ino)
+		if err != nil {
+			return err
+		}
+		if *n != *file {
+			return fmt.Errorf("node of the entry: %+v, want %+v", n, file)
+		}
+		return nil
+	}
+	twoNodes := func(tx store.Tx) error {
+		for _, want := range []*store.Node{dir, file} {
+			n, err := tx.Node(want.Ino)
+			if err != nil {
+				return err
+			}
+			if n.Ino != want.Ino {
+				return fmt.Errorf("node %d: got %d", want.Ino, n.Ino)
+			}
+		}
+		return nil
+	}
+	const n = 20
+	for _, c := range []struct {
+		name string
+		fn   func(store.Tx) error
+		want map[string]int64 // per View
+	}{
+		{"lookup", lookup, map[string]int64{"Com_select": 1}},
+		{"two statements", twoNodes, map[string]int64{"Com_begin": 1, "Com_select": 2, "Com_rollback": 1}},
+	} {
+		if err := st.View(ctx, c.fn); err != nil { // warm the pool's connections
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		before := counters()
+		for range n {
+			if err := st.View(ctx, c.fn); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		after := counters()
+		for _, k := range []string{"Com_begin", "Com_select", "Com_rollback", "Com_commit"} {
+			if got := after[k] - before[k]; got != n*c.want[k] {
+				t.Errorf("%s: %s grew by %d over %d Views, want %d", c.name, k, got, n, n*c.want[k])
+			}
 		}
 	}
 }
