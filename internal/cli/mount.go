@@ -38,6 +38,7 @@ type mountOptions struct {
 	logFile       string
 	debug         bool
 	heartbeat     time.Duration
+	metaTimeout   time.Duration
 	atimeMode     string
 	pprof         string
 	maxReadahead  int64
@@ -82,7 +83,8 @@ func defaultCacheDir() string {
 func newMount() *cobra.Command {
 	o := mountOptions{attrCache: time.Second, entryCache: time.Second, dirEntryCache: time.Second,
 		bufferSize: 300 << 20, maxUploads: 20, maxReadahead: 64 << 20, prefetch: 1,
-		maxDownloads: 200, getTimeout: time.Minute, putTimeout: time.Minute, cacheDir: defaultCacheDir(), cacheSize: 100 << 30, freeRatio: 0.1, heartbeat: 12 * time.Second}
+		maxDownloads: 200, getTimeout: time.Minute, putTimeout: time.Minute, cacheDir: defaultCacheDir(), cacheSize: 100 << 30, freeRatio: 0.1, heartbeat: 12 * time.Second,
+		metaTimeout: meta.DefaultOpTimeout}
 	cmd := &cobra.Command{
 		Use:   "mount META-URL MOUNTPOINT",
 		Short: "Mount a volume with FUSE",
@@ -125,6 +127,7 @@ returns once the mount is ready and serves in the background, logging to
 	fl.StringVar(&o.metrics, "metrics", "", "serve object storage metrics in the Prometheus format at this address (e.g. 127.0.0.1:9567)")
 	fl.StringVar(&o.logFile, "log", defaultLogFile(), "log file of a background mount")
 	fl.StringVar(&o.atimeMode, "atime-mode", meta.AtimeNone, "when reads update access times: noatime (never), relatime (as Linux's relatime), strictatime (every open file's first read, every listing)")
+	fl.Var(secondsValue{&o.metaTimeout}, "meta-timeout", "longest a metadata operation may wait for the metadata engine, retries included, before it fails with EIO (seconds or a duration; 0: wait for ever)")
 	fl.Var(secondsValue{&o.heartbeat}, "heartbeat", "interval of session heartbeats; a mount silent for 25 heartbeats is cleaned up by the others (use one value on all mounts)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fl.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles over HTTP at this address (e.g. 127.0.0.1:6060)")
@@ -282,6 +285,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	mc, err := meta.NewClient(ctx, st, meta.Config{
 		ReadOnly:    o.readOnly,
 		Heartbeat:   o.heartbeat,
+		OpTimeout:   opTimeout(o.metaTimeout),
 		AtimeMode:   o.atimeMode,
 		DeleteSlice: cs.Delete,
 		SessionInfo: meta.SessionInfo{Host: host, MountPoint: mp, Version: Version},
@@ -398,4 +402,13 @@ func readyReporter() func(error) {
 		f.Close()
 		os.Unsetenv(readyFdEnv)
 	}
+}
+
+// opTimeout maps --meta-timeout to meta.Config.OpTimeout, where 0 means
+// the default and a negative value no bound.
+func opTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -66,6 +66,11 @@ type Config struct {
 	// background drops the rest. Default 64 (at least 1536 chunks, 96 GiB
 	// of a densely written file); negative leaves all to the background.
 	TruncateSyncBatches int
+	// OpTimeout bounds each metadata transaction, its retries included:
+	// when the engine stops answering, the operation fails with EIO after
+	// this long rather than hanging the application. Default
+	// DefaultOpTimeout; negative: no bound.
+	OpTimeout time.Duration
 	// SessionInfo describes the mount for `sluice status`.
 	SessionInfo SessionInfo
 	// DirMtimeSkip lets a change of a directory's entries leave its times
@@ -224,6 +229,12 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	}
 	if conf.TruncateSyncBatches == 0 {
 		conf.TruncateSyncBatches = 64
+	}
+	if conf.OpTimeout == 0 {
+		conf.OpTimeout = DefaultOpTimeout
+	}
+	if conf.OpTimeout > 0 {
+		st = bounded{st, conf.OpTimeout}
 	}
 	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, done: make(chan struct{})}
 	if c.log == nil {

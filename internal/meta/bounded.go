@@ -1,0 +1,42 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// DefaultOpTimeout is Config.OpTimeout when it is zero.
+const DefaultOpTimeout = 30 * time.Second
+
+// bounded is a store whose transactions each end within d, retries
+// included: an engine that stops answering (a server stopped, a network
+// partitioned with no reset) fails the operation, which reaches the
+// application as EIO, instead of hanging it. Engines bound their own
+// waits differently or not at all (a SQL query waits for its server as
+// long as the connection lives), so the bound is kept here, once.
+type bounded struct {
+	store.Store
+	d time.Duration
+}
+
+func (b bounded) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return b.run(ctx, fn, b.Store.Update)
+}
+
+func (b bounded) View(ctx context.Context, fn func(store.Tx) error) error {
+	return b.run(ctx, fn, b.Store.View)
+}
+
+func (b bounded) run(ctx context.Context, fn func(store.Tx) error, tx func(context.Context, func(store.Tx) error) error) error {
+	bctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	err := tx(bctx, fn)
+	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+		return fmt.Errorf("metadata engine %s did not answer within %v: %w", b.Name(), b.d, errors.Join(err, context.DeadlineExceeded))
+	}
+	return err
+}
