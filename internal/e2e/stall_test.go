@@ -139,25 +139,7 @@ func TestEngineOutageEveryServer(t *testing.T) {
 			if took > bound+30*time.Second {
 				t.Errorf("create while the engine does not answer failed after %v, want about %v", took, bound)
 			}
-			eventuallyWithin(t, 60*time.Second, "the mount works again", func() error {
-				return os.WriteFile(v.path("after"), []byte("new"), 0o644)
-			})
-			if got, err := os.ReadFile(v.path("before")); err != nil || string(got) != "kept" {
-				t.Errorf("file written before the outage: %q, %v", got, err)
-			}
-			names, err := readDirNames(v.mnt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, n := range names {
-				if n == "during" {
-					// The create failed to the application; if its
-					// transaction did commit, the file must be whole.
-					if _, err := os.Stat(v.path("during")); err != nil {
-						t.Errorf("half-applied create: listed but %v", err)
-					}
-				}
-			}
+			checkAfterOutage(t, v)
 			t.Logf("create during the outage failed after %v", took.Round(time.Millisecond))
 		})
 	}
