@@ -9,10 +9,10 @@
 //	python3 bench/createstat.py /mnt/null/d 10000 1.5
 //	umount /mnt/null
 //
-// Files hold no data (writes are accepted and dropped by the kernel's
-// page cache only); unlink and rmdir succeed without removing anything
-// from the kernel's view beyond its dentry. It is a measuring device, not
-// a file system to keep anything in.
+// Files keep their data in memory (go-fuse's MemRegularFile); unlink and
+// rmdir drop the name and nothing else, and rmdir does not check that the
+// directory is empty. It is a measuring device, not a file system to keep
+// anything in.
 package main
 
 import (

@@ -35,8 +35,13 @@ func (b bounded) run(ctx context.Context, fn func(store.Tx) error, tx func(conte
 	bctx, cancel := context.WithTimeout(ctx, b.d)
 	defer cancel()
 	err := tx(bctx, fn)
-	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
-		return fmt.Errorf("metadata engine %s did not answer within %v: %w", b.Name(), b.d, errors.Join(err, context.DeadlineExceeded))
+	if err == nil || ctx.Err() != nil || bctx.Err() == nil {
+		return err
 	}
-	return err
+	if !errors.Is(err, context.DeadlineExceeded) {
+		// Keep the driver's words, and make the cause the deadline (a
+		// driver may report it as a cancellation, which means EINTR).
+		err = fmt.Errorf("%v: %w", err, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("metadata engine %s did not answer within %v: %w", b.Name(), b.d, err)
 }

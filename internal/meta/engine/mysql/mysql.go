@@ -94,30 +94,14 @@ func (s session) Connect(ctx context.Context) (driver.Conn, error) {
 // without, missing tables are an error saying the volume is not
 // formatted.
 func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) {
-	c, err := config(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	st, err := sqlstore.Open(ctx, c, create)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Name, err)
-	}
-	return st, nil
+	return sqlstore.OpenURL(ctx, rawURL, create, config)
 }
 
 // OpenKV opens the volume's records in one key-value table (table_prefix
 // + "kv"), the layout of volumes formatted before sqlstore; Open serves
 // such a volume too. It is for tests of that layout.
 func OpenKV(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
-	c, err := config(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	db, err := sqlkv.Open(ctx, c.KV(), create)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Name, err)
-	}
-	return db, nil
+	return sqlstore.OpenKVURL(ctx, rawURL, create, config)
 }
 
 // config returns what Open and OpenKV open for rawURL, its pool included.

@@ -200,11 +200,14 @@ func notify(ch chan struct{}) {
 }
 
 // takeLists returns the directories to list.
-func (c *cache) takeLists() []string {
+func (c *cache) takeLists() []string { return c.drain(&c.lists) }
+
+// drain empties the list *p of the cache and returns what it held.
+func (c *cache) drain(p *[]string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := c.lists
-	c.lists = nil
+	g := *p
+	*p = nil
 	return g
 }
 
@@ -308,13 +311,7 @@ func (c *cache) fence(g string) {
 }
 
 // takeMarks returns the fences to send.
-func (c *cache) takeMarks() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g := c.marks
-	c.marks = nil
-	return g
-}
+func (c *cache) takeMarks() []string { return c.drain(&c.marks) }
 
 // unfence ends a fence of g: its command was answered.
 func (c *cache) unfence(g string) {

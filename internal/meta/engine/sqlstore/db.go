@@ -137,6 +137,36 @@ func Open(ctx context.Context, c Config, create bool) (store.Store, error) {
 	return st, nil
 }
 
+// OpenURL opens the volume in the database rawURL names (see Open);
+// config is the engine's: it parses the URL and makes the pools. Errors
+// name the database, without its password.
+func OpenURL(ctx context.Context, rawURL string, create bool, config func(string) (Config, error)) (store.Store, error) {
+	c, err := config(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	st, err := Open(ctx, c, create)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Name, err)
+	}
+	return st, nil
+}
+
+// OpenKVURL is OpenURL for the one key-value table of volumes formatted
+// before this package (package sqlkv), which Open serves too; it is for
+// tests of that layout.
+func OpenKVURL(ctx context.Context, rawURL string, create bool, config func(string) (Config, error)) (*sqlkv.DB, error) {
+	c, err := config(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sqlkv.Open(ctx, c.KV(), create)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Name, err)
+	}
+	return db, nil
+}
+
 func (s *Store) open(ctx context.Context, c Config, create bool) (store.Store, error) {
 	if err := sqlkv.Ping(ctx, s.writer, c.ConnectTimeout, s.d.Describe); err != nil {
 		return nil, err

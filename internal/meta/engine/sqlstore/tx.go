@@ -30,10 +30,10 @@ type tx struct {
 	// lazy says that no statement has run yet and none is to begin a
 	// transaction: the first one runs alone.
 	lazy bool
-	// nodes holds nodes a read transaction fetched ahead: the node an
-	// entry NodeEdge read names, which a lookup reads next. Each is
-	// served once.
-	nodes map[store.Ino]*store.Node
+	// ahead is a node a read transaction fetched ahead: the node of the
+	// entry NodeEdge read last, which a lookup reads next. Node serves it
+	// once.
+	ahead *store.Node
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -202,7 +202,10 @@ func nodeArgs(n *store.Node) []any {
 // nodeScan holds the columns of one node row while it is scanned.
 type nodeScan [16]int64
 
-func (v *nodeScan) dest() []any {
+func (v *nodeScan) dest() []any { return pointers(v[:]) }
+
+// pointers returns a pointer to each element of v, for Rows.Scan.
+func pointers[T any](v []T) []any {
 	d := make([]any, len(v))
 	for i := range v {
 		d[i] = &v[i]
@@ -221,13 +224,7 @@ func (v *nodeScan) node() *store.Node {
 // left NULL.
 type nullNodeScan [16]sql.NullInt64
 
-func (v *nullNodeScan) dest() []any {
-	d := make([]any, len(v))
-	for i := range v {
-		d[i] = &v[i]
-	}
-	return d
-}
+func (v *nullNodeScan) dest() []any { return pointers(v[:]) }
 
 // node returns the node, or nil when the join found none.
 func (v *nullNodeScan) node() *store.Node {
@@ -242,8 +239,8 @@ func (v *nullNodeScan) node() *store.Node {
 }
 
 func (t *tx) Node(ino store.Ino) (*store.Node, error) {
-	if n, ok := t.nodes[ino]; ok {
-		delete(t.nodes, ino)
+	if n := t.ahead; n != nil && n.Ino == ino {
+		t.ahead = nil
 		return n, nil
 	}
 	var v nodeScan
@@ -329,12 +326,7 @@ func (t *tx) NodeEdge(parent store.Ino, name []byte) (*store.Node, store.Edge, e
 	if !ino.Valid {
 		return v.node(), store.Edge{}, nil
 	}
-	if c := child.node(); c != nil {
-		if t.nodes == nil {
-			t.nodes = map[store.Ino]*store.Node{}
-		}
-		t.nodes[c.Ino] = c
-	}
+	t.ahead = child.node()
 	return v.node(), store.Edge{Name: append([]byte{}, name...), Ino: store.Ino(ino.Int64), Type: uint8(typ.Int64)}, nil
 }
 
