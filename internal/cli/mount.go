@@ -32,6 +32,7 @@ type mountOptions struct {
 	attrCache     time.Duration
 	entryCache    time.Duration
 	dirEntryCache time.Duration
+	negEntryCache time.Duration
 	readOnly      bool
 	bufferSize    int64
 	maxUploads    int
@@ -109,6 +110,7 @@ returns once the mount is ready and serves in the background, logging to
 	fl.Var(secondsValue{&o.attrCache}, "attr-cache", "how long the kernel caches attributes (seconds or a duration)")
 	fl.Var(secondsValue{&o.entryCache}, "entry-cache", "how long the kernel caches file entries (seconds or a duration)")
 	fl.Var(secondsValue{&o.dirEntryCache}, "dir-entry-cache", "how long the kernel caches directory entries (seconds or a duration)")
+	fl.Var(secondsValue{&o.negEntryCache}, "negative-entry-cache", "how long the kernel caches that a name is missing (seconds or a duration; a name another mount creates stays hidden that long)")
 	fl.BoolVar(&o.readOnly, "read-only", false, "mount read-only: every change fails with EROFS")
 	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers (writers wait when it is used up) and, as much again, for the in-memory block cache (a plain number is MiB)")
 	fl.IntVar(&o.maxUploads, "max-uploads", o.maxUploads, "number of blocks uploaded concurrently")
@@ -294,7 +296,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	vconf := vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache, DirEntryTimeout: o.dirEntryCache,
+	vconf := vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache, DirEntryTimeout: o.dirEntryCache, NegEntryTimeout: o.negEntryCache,
 		Logger: log,
 		Controls: map[string]vfs.Control{
 			"flush": func(ctx context.Context, _ meta.Ino, _ []byte) error { return cs.FlushStaged(ctx) },

@@ -105,12 +105,12 @@ func (fs *fileSystem) attrOut(a *meta.Attr, out *gofuse.AttrOut) {
 
 func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
 	a, err := fs.v.Lookup(fs.ctx(h), meta.Ino(h.NodeId), []byte(name))
-	if meta.Errno(err) == syscall.ENOENT && fs.v.Conf.EntryTimeout > 0 {
-		// A reply without a node caches the name's absence for the entry
-		// timeout, like a found entry, so repeated misses (PATH and
-		// include searches, create's lookup) stay in the kernel.
+	if meta.Errno(err) == syscall.ENOENT && fs.v.Conf.NegEntryTimeout > 0 {
+		// A reply without a node caches the name's absence, so repeated
+		// misses (PATH and include searches) stay in the kernel; a name
+		// another mount creates stays hidden that long.
 		out.NodeId = 0
-		out.SetEntryTimeout(fs.v.Conf.EntryTimeout)
+		out.SetEntryTimeout(fs.v.Conf.NegEntryTimeout)
 		return gofuse.OK
 	}
 	if err != nil {
@@ -124,7 +124,7 @@ func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name st
 func (fs *fileSystem) Forget(nodeid, nlookup uint64) {}
 
 func (fs *fileSystem) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) gofuse.Status {
-	a, err := fs.v.GetAttr(fs.ctx(&in.InHeader), meta.Ino(in.NodeId))
+	a, err := fs.v.GetAttr(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), in.Flags()&gofuse.FUSE_GETATTR_FH != 0)
 	if err != nil {
 		return fs.status("getattr", err)
 	}

@@ -5,10 +5,12 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"syscall"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/vfs"
 )
 
@@ -75,6 +77,7 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 		srv.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
 	}
+	v.SetKernel(kernelCache{srv})
 	if opts.KernelReadahead > 0 {
 		if err := setKernelReadahead(mountPoint, opts.KernelReadahead); err != nil {
 			log.Warn("cannot raise the kernel's readahead; sequential reads will be slower", "err", err)
@@ -102,3 +105,30 @@ func (s *Server) Unmount() error { return s.srv.Unmount() }
 
 // Wait blocks until the mount is gone (unmounted by anyone).
 func (s *Server) Wait() { s.srv.Wait() }
+
+// kernelCache is the kernel's cache of a mount, reached through FUSE
+// notifications.
+type kernelCache struct{ srv *gofuse.Server }
+
+var _ vfs.Kernel = kernelCache{}
+
+func (k kernelCache) InvalidateInode(ino meta.Ino, data bool) error {
+	off := int64(-1) // attributes only
+	if data {
+		off = 0 // and every page
+	}
+	return notifyErr(k.srv.InodeNotify(uint64(ino), off, 0))
+}
+
+func (k kernelCache) InvalidateEntry(parent meta.Ino, name []byte) error {
+	return notifyErr(k.srv.EntryNotify(uint64(parent), string(name)))
+}
+
+// notifyErr turns a notification's status into an error; ENOENT means
+// the kernel did not hold what was invalidated.
+func notifyErr(st gofuse.Status) error {
+	if st == gofuse.OK {
+		return nil
+	}
+	return fmt.Errorf("fuse notification: %w", syscall.Errno(st))
+}

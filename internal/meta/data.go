@@ -23,12 +23,21 @@ func (c *Client) ReadChunk(ctx context.Context, ino Ino, idx uint32) ([]Slice, e
 // Write commits slice s, whose blocks are already stored, to chunk idx of
 // file ino, extending the file when the slice ends past its length.
 func (c *Client) Write(ctx context.Context, ino Ino, idx uint32, s Slice) (*Attr, error) {
+	_, a, err := c.WriteSlice(ctx, ino, idx, s)
+	return a, err
+}
+
+// WriteSlice is Write that also returns the file's version just before
+// the slice was committed, so that a writer caching the file can tell
+// whether anybody else changed it since it last looked.
+func (c *Client) WriteSlice(ctx context.Context, ino Ino, idx uint32, s Slice) (Version, *Attr, error) {
 	if err := c.writable(); err != nil {
-		return nil, err
+		return Version{}, nil, err
 	}
 	end := uint64(idx)*ChunkSize + uint64(s.Pos) + uint64(s.Len)
 	var grow int64
 	var out *Attr
+	var before Version
 	err := c.extending(ctx, ino, func() error {
 		return c.st.Update(ctx, func(tx store.Tx) error {
 			n, err := node(tx, ino)
@@ -38,6 +47,7 @@ func (c *Client) Write(ctx context.Context, ino Ino, idx uint32, s Slice) (*Attr
 			if n.Type != store.TypeFile {
 				return syscall.EBADF
 			}
+			before = VersionOf(n)
 			grow = 0
 			if end > n.Length {
 				if n.Flags&flagTruncating != 0 {
@@ -58,10 +68,10 @@ func (c *Client) Write(ctx context.Context, ino Ino, idx uint32, s Slice) (*Attr
 		})
 	})
 	if err != nil {
-		return nil, err
+		return Version{}, nil, err
 	}
 	c.usedSpace.Add(grow)
-	return out, nil
+	return before, out, nil
 }
 
 // Segment is a run of a chunk that reads from one slice, or from no slice

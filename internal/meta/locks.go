@@ -61,17 +61,23 @@ func waitLock(ctx context.Context, block bool, try func() error) error {
 
 // Flock applies flock(2) of typ (LockRead, LockWrite, LockUnlock) for owner
 // on ino. A conflicting lock of another owner, on any mount, makes it fail
-// with EAGAIN, or wait when block is set.
-func (c *Client) Flock(ctx context.Context, ino Ino, owner uint64, typ uint32, block bool) error {
+// with EAGAIN, or wait when block is set. A lock taken returns the file's
+// attributes as of the transaction that took it, so that the caller can
+// tell, without another round trip, whether the file changed since it
+// last looked (lock-to-read coherence); an unlock returns nil.
+func (c *Client) Flock(ctx context.Context, ino Ino, owner uint64, typ uint32, block bool) (*Attr, error) {
 	if err := c.writable(); err != nil {
-		return err
+		return nil, err
 	}
 	me := store.LockRecord{Sid: c.sid, Owner: owner}
-	return waitLock(ctx, block, func() error {
+	var out *Attr
+	err := waitLock(ctx, block, func() error {
 		return c.st.Update(ctx, func(tx store.Tx) error {
-			if _, err := node(tx, ino); err != nil {
+			n, err := node(tx, ino)
+			if err != nil {
 				return err
 			}
+			out = n
 			if typ == LockUnlock {
 				tx.SetLock(ino, store.LockFlock, me)
 				return nil
@@ -91,6 +97,10 @@ func (c *Client) Flock(ctx context.Context, ino Ino, owner uint64, typ uint32, b
 			return nil
 		})
 	})
+	if err != nil || typ == LockUnlock {
+		return nil, err
+	}
+	return out, nil
 }
 
 // GetLk returns the first lock of another owner that conflicts with lk, or
@@ -124,24 +134,28 @@ func (c *Client) GetLk(ctx context.Context, ino Ino, owner uint64, lk PosixLock)
 }
 
 // SetLk applies a POSIX record lock (F_SETLK, or F_SETLKW with block) for
-// owner on ino.
-func (c *Client) SetLk(ctx context.Context, ino Ino, owner uint64, lk PosixLock, block bool) error {
+// owner on ino. Like Flock, a lock taken returns the file's attributes as
+// of the transaction that took it; an unlock returns nil.
+func (c *Client) SetLk(ctx context.Context, ino Ino, owner uint64, lk PosixLock, block bool) (*Attr, error) {
 	if err := c.writable(); err != nil {
-		return err
+		return nil, err
 	}
 	if lk.Start > lk.End {
-		return syscall.EINVAL
+		return nil, syscall.EINVAL
 	}
 	if lk.Type != LockUnlock {
 		c.mu.Lock()
 		c.mu.posix[ino] = true
 		c.mu.Unlock()
 	}
-	return waitLock(ctx, block, func() error {
+	var out *Attr
+	err := waitLock(ctx, block, func() error {
 		return c.st.Update(ctx, func(tx store.Tx) error {
-			if _, err := node(tx, ino); err != nil {
+			n, err := node(tx, ino)
+			if err != nil {
 				return err
 			}
+			out = n
 			held, err := tx.Locks(ino, store.LockPosix)
 			if err != nil {
 				return err
@@ -173,6 +187,10 @@ func (c *Client) SetLk(ctx context.Context, ino Ino, owner uint64, lk PosixLock,
 			return nil
 		})
 	})
+	if err != nil || lk.Type == LockUnlock {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ReleaseLocks drops the POSIX locks owner holds on ino, as closing any of

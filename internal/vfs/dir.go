@@ -100,6 +100,10 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 		for off < d.base+uint64(len(d.page)) {
 			e := d.page[off-d.base]
 			off++
+			if plus && e.Attr != nil {
+				// The kernel keeps the entry and its attributes.
+				v.view.entry(d.ino, e.Name, e.Attr)
+			}
 			if !emit(DirEntry{Name: e.Name, Ino: e.Ino, Type: e.Type, Off: off, Attr: v.withPending(e.Attr)}) {
 				return nil
 			}

@@ -32,6 +32,11 @@ type openFile struct {
 		// gen counts invalidations of chunks, so a list fetched before
 		// one is not cached after it.
 		gen uint64
+		// seen is the version of the file that chunks and the kernel's
+		// pages were read at (or later): set at open and when a lock
+		// proves them current, moved along by this mount's own commits
+		// when nobody else changed the file in between.
+		seen meta.Version
 	}
 }
 
@@ -64,9 +69,12 @@ func (f *openFile) ReadChunk(ctx context.Context, ino meta.Ino, idx uint32) ([]m
 // NewSliceID allocates a slice id.
 func (f *openFile) NewSliceID(ctx context.Context) (uint64, error) { return f.meta.NewSliceID(ctx) }
 
-// Write commits a slice and drops the cached list of its chunk.
+// Write commits a slice and drops the cached list of its chunk. When the
+// commit shows that another mount changed the file since this one last
+// looked, every cached list goes, and seen stays behind so that the next
+// lock also drops the kernel's pages.
 func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error) {
-	a, err := f.meta.Write(ctx, ino, idx, s)
+	before, a, err := f.meta.WriteSlice(ctx, ino, idx, s)
 	if err == nil && f.committed != nil {
 		f.committed(ino, idx)
 	}
@@ -75,9 +83,32 @@ func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.S
 	f.mu.gen++
 	if err == nil {
 		f.mu.length = max(f.mu.length, a.Length)
+		if before == f.mu.seen {
+			f.mu.seen = meta.VersionOf(a)
+		} else {
+			clear(f.mu.chunks)
+		}
 	}
 	f.mu.Unlock()
 	return a, err
+}
+
+// revalidate brings the file up to a, its attributes as of a lock just
+// taken. When the file is still at the version this mount last saw, what
+// it cached stays (no round trip); otherwise the cached slice lists go
+// and revalidate reports true: the kernel's pages must go too.
+func (f *openFile) revalidate(a *meta.Attr) bool {
+	v := meta.VersionOf(a)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v == f.mu.seen {
+		return false
+	}
+	clear(f.mu.chunks)
+	f.mu.gen++
+	f.mu.length = max(a.Length, f.writer.PendingEnd())
+	f.mu.seen = v
+	return true
 }
 
 // setAttr refreshes what the file knows from attributes just read or
@@ -137,10 +168,12 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	}
 	f.mu.Lock()
 	f.mu.refs++
-	// Close-to-open: a new open sees what other mounts committed.
+	// Close-to-open: a new open sees what other mounts committed (the
+	// kernel drops its pages of the file at every open).
 	clear(f.mu.chunks)
 	f.mu.gen++
 	f.mu.length = max(a.Length, f.writer.PendingEnd())
+	f.mu.seen = meta.VersionOf(a)
 	f.mu.Unlock()
 	return f
 }
@@ -148,23 +181,69 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 // Create makes and opens a regular file.
 func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, umask uint16, flags uint32) (*meta.Attr, uint64, error) {
 	a, err := v.Meta.Mknod(ctx, parent, name, meta.NewNode{Type: store.TypeFile, Mode: mode, Umask: umask})
+	if meta.Errno(err) == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+		// The kernel believed the name missing (another mount created it
+		// since): open(2) without O_EXCL opens what is there.
+		return v.openExisting(ctx, parent, name, flags)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
+	v.view.entry(parent, name, a)
 	v.Meta.Created(a.Ino)
 	f := v.openFileRef(a)
 	return a, v.addHandle(&handle{ino: a.Ino, flags: flags, file: f}), nil
 }
 
+// openExisting opens the file name in parent for a create that found it
+// there. The kernel neither checks permissions nor truncates after a
+// create, so Open does both.
+func (v *VFS) openExisting(ctx context.Context, parent meta.Ino, name []byte, flags uint32) (*meta.Attr, uint64, error) {
+	a, err := v.Meta.Lookup(ctx, parent, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch a.Type {
+	case store.TypeFile:
+	case store.TypeDir:
+		return nil, 0, syscall.EISDIR
+	default:
+		return nil, 0, syscall.EEXIST
+	}
+	a, fh, err := v.Open(ctx, a.Ino, flags&^syscall.O_CREAT)
+	if err != nil {
+		return nil, 0, err
+	}
+	v.view.entry(parent, name, a)
+	return a, fh, nil
+}
+
 // Open opens ino with open(2) flags.
+//
+// The kernel opens the inode its cached entry names, which another mount
+// may have unlinked or replaced since (a rename over the name, the way
+// git, editors and package managers update files). Such an open fails
+// once with ESTALE: the kernel then looks every name of the path up
+// again and retries, and gets the file the name leads to now. A retry
+// that reaches the same inode (a file opened in the trash, or through
+// /proc/PID/fd) goes through.
 func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr, uint64, error) {
 	a, err := v.Meta.Open(ctx, ino, flags)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, v.staleIfGone(ctx, ino, err)
+	}
+	if unlinked(a) && v.stale.refuse(ino, meta.CredOf(ctx).Pid) {
+		v.Meta.Release(ctx, ino)
+		return nil, 0, syscall.ESTALE
 	}
 	if a.Type == store.TypeDir {
 		v.Meta.Release(ctx, ino)
 		return nil, 0, syscall.EISDIR
+	}
+	if a.Type == store.TypeFile && v.view.attrChanged(a) {
+		// The kernel still holds attributes from before another mount
+		// changed the file; a read would stop at the old length.
+		v.invalidateInode(ino, false)
 	}
 	if a.Type != store.TypeFile {
 		// Fifos, sockets and devices are served by the kernel; a handle
@@ -250,15 +329,16 @@ func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 	if err != nil {
 		return err
 	}
+	// Commit before the locks go, so that the next holder reads it.
+	if h.file != nil {
+		err = h.file.flush(ctx)
+	}
 	if lockOwner != 0 {
-		if err := v.Meta.ReleaseLocks(ctx, h.ino, lockOwner); err != nil {
-			return err
+		if lerr := v.Meta.ReleaseLocks(ctx, h.ino, lockOwner); err == nil {
+			err = lerr
 		}
 	}
-	if h.file == nil {
-		return nil
-	}
-	return h.file.flush(ctx)
+	return err
 }
 
 // Fsync makes the file's writes durable in the volume.
@@ -275,13 +355,16 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 		return syscall.EBADF
 	}
 	var err error
-	if flockOwner != 0 {
-		err = v.Meta.Flock(ctx, h.ino, flockOwner, meta.LockUnlock, false)
-	}
 	if f := h.file; f != nil {
-		if ferr := f.flush(ctx); err == nil {
+		// Commit before the flock goes, so that the next holder reads it.
+		err = f.flush(ctx)
+	}
+	if flockOwner != 0 {
+		if _, ferr := v.Meta.Flock(ctx, h.ino, flockOwner, meta.LockUnlock, false); err == nil {
 			err = ferr
 		}
+	}
+	if f := h.file; f != nil {
 		v.mu.Lock()
 		f.mu.Lock()
 		f.mu.refs--

@@ -7,9 +7,18 @@
 // Errors follow package meta: a syscall.Errno, possibly wrapped, for POSIX
 // failures; anything else is an I/O failure the caller reports as EIO.
 //
-// Consistency is close-to-open: Open drops what the file's handles had
-// cached, writes become visible to other mounts at Flush, Fsync or the
-// last Release, and reads in this mount see its own buffered writes.
+// Consistency across mounts (docs/consistency.md states it for users):
+//   - close-to-open: writes become visible to other mounts at Flush (every
+//     close), Fsync or the last Release; Open drops what the file's handles
+//     had cached, tells the kernel to drop attributes of the file that
+//     changed, and answers ESTALE once for a file another mount has
+//     unlinked or replaced, so that the kernel looks the name up again;
+//   - lock-to-read: taking a POSIX or BSD lock proves this mount's caches of
+//     the file current against the version the lock's own transaction read
+//     (no extra round trip), drops them and the kernel's pages when the
+//     file changed, and drops the kernel's entries of the file's directory;
+//     releasing a lock first commits this mount's buffered writes of it;
+//   - reads in this mount see its own buffered writes.
 package vfs
 
 import (
@@ -33,6 +42,10 @@ type Config struct {
 	AttrTimeout     time.Duration
 	EntryTimeout    time.Duration
 	DirEntryTimeout time.Duration
+	// NegEntryTimeout is how long the kernel may cache that a name does
+	// not exist. A name another mount creates stays hidden from this one
+	// for that long, so it is 0 unless asked for.
+	NegEntryTimeout time.Duration
 	// Controls are the actions root may ask of the mount by setting
 	// extended attributes named ControlPrefix+name (see Control). The
 	// "compact" control is added when Compactor is set.
@@ -53,6 +66,11 @@ type VFS struct {
 	compact *compactor // nil without Conf.Compactor
 	stop    context.CancelFunc
 
+	view     *kernelView // what the kernel may cache
+	stale    staleInodes
+	kernelMu sync.Mutex
+	kernel   Kernel // nil until SetKernel
+
 	mu struct {
 		sync.Mutex
 		nextFh  uint64
@@ -72,7 +90,8 @@ type handle struct {
 
 // New returns a VFS over a metadata client and a chunk store.
 func New(m *meta.Client, s *chunk.Store, conf Config) *VFS {
-	v := &VFS{Meta: m, Store: s, Conf: conf}
+	v := &VFS{Meta: m, Store: s, Conf: conf,
+		view: newKernelView(conf.AttrTimeout, conf.EntryTimeout, conf.DirEntryTimeout, conf.NegEntryTimeout)}
 	v.mu.handles = map[uint64]*handle{}
 	v.mu.files = map[meta.Ino]*openFile{}
 	ctx, stop := context.WithCancel(context.Background())
@@ -134,16 +153,54 @@ func (v *VFS) withPending(a *meta.Attr) *meta.Attr {
 	return a
 }
 
-// Lookup finds name in parent.
+// Lookup finds name in parent. The access path caches the answer, found
+// or missing, as Conf says.
 func (v *VFS) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error) {
 	a, err := v.Meta.Lookup(ctx, parent, name)
+	switch {
+	case err == nil:
+		v.view.entry(parent, name, a)
+	case v.Conf.NegEntryTimeout > 0 && meta.Errno(err) == syscall.ENOENT:
+		v.view.name(parent, name)
+	}
 	return v.withPending(a), err
 }
 
-// GetAttr returns the attributes of ino.
-func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
+// GetAttr returns the attributes of ino. viaHandle says that the caller
+// holds the file open (fstat(2)); otherwise it reached ino through a name
+// the kernel cached, and a file that no name leads to any more (another
+// mount unlinked it or renamed over it) answers ESTALE once, so that the
+// kernel looks the name up again (see Open).
+func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino, viaHandle bool) (*meta.Attr, error) {
 	a, err := v.Meta.GetAttr(ctx, ino)
-	return v.withPending(a), err
+	if err != nil {
+		if !viaHandle {
+			err = v.staleIfGone(ctx, ino, err)
+		}
+		return nil, err
+	}
+	if !viaHandle && unlinked(a) && v.stale.refuse(ino, meta.CredOf(ctx).Pid) {
+		return nil, syscall.ESTALE
+	}
+	v.view.attr(a)
+	return v.withPending(a), nil
+}
+
+// unlinked reports whether no name outside the trash leads to a, a
+// non-directory.
+func unlinked(a *meta.Attr) bool {
+	return a.Type != store.TypeDir && (a.Nlink == 0 || meta.IsTrash(a.Parent))
+}
+
+// staleIfGone turns the ENOENT of a request on an inode that no longer
+// exists into ESTALE, once per process and inode: the kernel reached the
+// inode through a cached name, and retries the system call after looking
+// the name up again.
+func (v *VFS) staleIfGone(ctx context.Context, ino meta.Ino, err error) error {
+	if meta.Errno(err) == syscall.ENOENT && v.stale.refuse(ino, meta.CredOf(ctx).Pid) {
+		return syscall.ESTALE
+	}
+	return err
 }
 
 // SetAttr changes attributes; a size change first commits buffered writes
@@ -157,23 +214,34 @@ func (v *VFS) SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.A
 	}
 	a, err := v.Meta.SetAttr(ctx, ino, mask, in)
 	if err != nil {
+		if mask&meta.SetViaHandle == 0 {
+			err = v.staleIfGone(ctx, ino, err)
+		}
 		return nil, err
 	}
 	if f != nil {
 		f.setAttr(a)
 	}
+	v.view.attr(a)
 	return v.withPending(a), nil
 }
 
 // Mknod creates a node of any type but regular files opened at once
 // (see Create).
 func (v *VFS) Mknod(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error) {
-	return v.Meta.Mknod(ctx, parent, name, nn)
+	a, err := v.Meta.Mknod(ctx, parent, name, nn)
+	if err == nil {
+		v.view.entry(parent, name, a)
+	}
+	return a, err
 }
 
 // Link adds a name for ino.
 func (v *VFS) Link(ctx context.Context, ino, parent meta.Ino, name []byte) (*meta.Attr, error) {
 	a, err := v.Meta.Link(ctx, ino, parent, name)
+	if err == nil {
+		v.view.entry(parent, name, a)
+	}
 	return v.withPending(a), err
 }
 
@@ -194,12 +262,13 @@ func (v *VFS) Rename(ctx context.Context, sp meta.Ino, sn []byte, dp meta.Ino, d
 
 // ReadLink returns a symlink's target.
 func (v *VFS) ReadLink(ctx context.Context, ino meta.Ino) ([]byte, error) {
-	return v.Meta.ReadLink(ctx, ino)
+	t, err := v.Meta.ReadLink(ctx, ino)
+	return t, v.staleIfGone(ctx, ino, err)
 }
 
 // Access checks access(2) permissions.
 func (v *VFS) Access(ctx context.Context, ino meta.Ino, mask uint32) error {
-	return v.Meta.Access(ctx, ino, mask)
+	return v.staleIfGone(ctx, ino, v.Meta.Access(ctx, ino, mask))
 }
 
 // StatFS returns the volume's usage.
@@ -209,12 +278,14 @@ func (v *VFS) StatFS(ctx context.Context) (meta.StatFS, error) { return v.Meta.S
 
 // GetXattr returns an extended attribute.
 func (v *VFS) GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, error) {
-	return v.Meta.GetXattr(ctx, ino, name)
+	val, err := v.Meta.GetXattr(ctx, ino, name)
+	return val, v.staleIfGone(ctx, ino, err)
 }
 
 // ListXattr lists extended attribute names.
 func (v *VFS) ListXattr(ctx context.Context, ino meta.Ino) ([]string, error) {
-	return v.Meta.ListXattr(ctx, ino)
+	names, err := v.Meta.ListXattr(ctx, ino)
+	return names, v.staleIfGone(ctx, ino, err)
 }
 
 // SetXattr sets an extended attribute.

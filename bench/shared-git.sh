@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# shared-git.sh: one git repository on a volume mounted twice; N commits
+# (40) alternate between the two mounts, one after the other, as a user
+# who works on the same checkout from two hosts. Prints how many commits
+# the log holds (N+1 when nothing was lost) and what `git fsck` says. Run
+# as root from the project's root. FS, SLUICE, JUICEFS and OPTS as in
+# shared-sqlite.sh.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+N=${N:-40}
+D=$(mktemp -d /tmp/shared-git.XXXXXX); chmod 755 "$D"
+cleanup() { for i in 1 2; do umount "$D/m$i" 2>/dev/null || umount -l "$D/m$i" 2>/dev/null || true; done; rm -rf "$D"; }
+trap cleanup EXIT
+case ${FS:-sluice} in
+  sluice) if [ -z "${SLUICE:-}" ]; then SLUICE=$D/sluice; go build -o "$SLUICE" ./cmd/sluice; fi; BIN=$SLUICE ;;
+  juicefs) BIN=${JUICEFS:-$("$HERE/../../shared/bench/build-juicefs.sh")} ;;
+  *) echo "FS must be sluice or juicefs" >&2; exit 2 ;;
+esac
+URL="sqlite3://$D/meta.db"
+"$BIN" format "$URL" vol --bucket "$D/bucket" ${FORMAT_OPTS:-} >"$D/format.log" 2>&1 || { cat "$D/format.log"; exit 1; }
+for i in 1 2; do
+  mkdir -p "$D/m$i"
+  # shellcheck disable=SC2086
+  "$BIN" mount -d "$URL" "$D/m$i" --cache-dir "$D/c$i" --log "$D/m$i.log" ${OPTS:-} >/dev/null 2>&1
+done
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+git init -q "$D/m1/repo"
+echo 0 >"$D/m1/repo/f"; git -C "$D/m1/repo" add f; git -C "$D/m1/repo" commit -qm c0
+start=$(date +%s.%N); fails=0
+for i in $(seq 1 "$N"); do
+  r=$D/m$(( i % 2 + 1 ))/repo
+  { echo "$i" >>"$r/f" && git -C "$r" commit -qam "c$i"; } >>"$D/git.log" 2>&1 || fails=$((fails + 1))
+done
+end=$(date +%s.%N)
+count=$(git -C "$D/m1/repo" rev-list --count HEAD)
+fsck=$(git -C "$D/m1/repo" fsck --no-dangling 2>&1 | head -3 | tr '\n' ' ')
+dangling=$(git -C "$D/m1/repo" fsck 2>&1 | grep -c dangling || true)
+echo "RESULT commits=$count of=$((N + 1)) failed=$fails dangling=$dangling fsck=\"${fsck:-clean}\" s=$(echo "$end - $start" | bc)"

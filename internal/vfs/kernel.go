@@ -1,0 +1,217 @@
+package vfs
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// Kernel is the cache in front of a mount that the access path keeps: the
+// kernel's entries (names), attributes and pages under FUSE. The VFS tells
+// it when what it may hold has changed in another mount. Both calls must
+// not be made while the kernel waits on the caller for the same directory
+// or file (they are made from lock and open requests, which hold neither).
+type Kernel interface {
+	// InvalidateInode drops the kernel's attributes of ino and, when data
+	// is set, its cached pages.
+	InvalidateInode(ino meta.Ino, data bool) error
+	// InvalidateEntry drops the kernel's entry for name in parent, found
+	// or missing, so that the next use of the name looks it up again.
+	InvalidateEntry(parent meta.Ino, name []byte) error
+}
+
+// SetKernel tells the VFS the kernel cache in front of it, once the mount
+// exists. Without one, nothing is invalidated: the access path caches
+// nothing, or its caches expire by themselves.
+func (v *VFS) SetKernel(k Kernel) {
+	v.kernelMu.Lock()
+	v.kernel = k
+	v.kernelMu.Unlock()
+}
+
+func (v *VFS) kernelCache() Kernel {
+	v.kernelMu.Lock()
+	defer v.kernelMu.Unlock()
+	return v.kernel
+}
+
+// kernelView remembers what the kernel may still cache: the names it was
+// given in each directory, found or missing, and the version of each
+// regular file whose attributes it was given. The kernel forgets an entry
+// or an attribute once its timeout passes, so the view only needs to keep
+// each record for that long. It keeps two generations of maps and drops
+// the older one every period, which keeps every record for at least one
+// period at the cost of a map write per reply and no per-record timers.
+type kernelView struct {
+	period time.Duration // 0: the kernel caches nothing
+
+	mu struct {
+		sync.Mutex
+		rotated   time.Time
+		cur, prev viewGen
+	}
+}
+
+// viewGen is one generation of the kernel view.
+type viewGen struct {
+	names map[meta.Ino]map[string]struct{}
+	attrs map[meta.Ino]meta.Version
+}
+
+func newViewGen() viewGen {
+	return viewGen{names: map[meta.Ino]map[string]struct{}{}, attrs: map[meta.Ino]meta.Version{}}
+}
+
+// newKernelView returns a view whose records last at least as long as
+// the longest of the kernel's cache timeouts. The kernel counts a timeout
+// from the moment it reads the reply, in jiffies, so a margin covers the
+// reply's way and the rounding.
+func newKernelView(timeouts ...time.Duration) *kernelView {
+	kv := &kernelView{}
+	for _, t := range timeouts {
+		kv.period = max(kv.period, t)
+	}
+	if kv.period > 0 {
+		kv.period += kv.period/8 + 20*time.Millisecond
+	}
+	kv.mu.cur, kv.mu.prev = newViewGen(), newViewGen()
+	kv.mu.rotated = time.Now()
+	return kv
+}
+
+// rotate drops the older generation when a period has passed; kv.mu is
+// held.
+func (kv *kernelView) rotate(now time.Time) {
+	if now.Sub(kv.mu.rotated) < kv.period {
+		return
+	}
+	if now.Sub(kv.mu.rotated) >= 2*kv.period {
+		kv.mu.prev = newViewGen() // both generations are too old
+	} else {
+		kv.mu.prev = kv.mu.cur
+	}
+	kv.mu.cur = newViewGen()
+	kv.mu.rotated = now
+}
+
+// name records that the kernel was given the entry name of parent.
+func (kv *kernelView) name(parent meta.Ino, name []byte) {
+	if kv.period == 0 {
+		return
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	kv.rotate(time.Now())
+	names := kv.mu.cur.names[parent]
+	if names == nil {
+		names = map[string]struct{}{}
+		kv.mu.cur.names[parent] = names
+	}
+	names[string(name)] = struct{}{}
+}
+
+// attr records that the kernel was given the attributes a.
+func (kv *kernelView) attr(a *meta.Attr) {
+	if kv.period == 0 || a == nil || a.Type != store.TypeFile {
+		return
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	kv.rotate(time.Now())
+	kv.mu.cur.attrs[a.Ino] = meta.VersionOf(a)
+}
+
+// entry records a reply that gives the kernel both a name and the
+// attributes of what it names.
+func (kv *kernelView) entry(parent meta.Ino, name []byte, a *meta.Attr) {
+	kv.name(parent, name)
+	kv.attr(a)
+}
+
+// attrChanged reports whether the kernel may hold attributes of a's inode
+// that differ from a, and forgets them: the caller invalidates them.
+func (kv *kernelView) attrChanged(a *meta.Attr) bool {
+	if kv.period == 0 {
+		return false
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	kv.rotate(time.Now())
+	want := meta.VersionOf(a)
+	changed := false
+	for _, g := range []viewGen{kv.mu.cur, kv.mu.prev} {
+		if old, ok := g.attrs[a.Ino]; ok && old != want {
+			changed = true
+		}
+	}
+	if changed {
+		delete(kv.mu.cur.attrs, a.Ino)
+		delete(kv.mu.prev.attrs, a.Ino)
+	}
+	return changed
+}
+
+// takeNames returns the names of parent the kernel may still cache and
+// forgets them: the caller invalidates them.
+func (kv *kernelView) takeNames(parent meta.Ino) []string {
+	if kv.period == 0 {
+		return nil
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	kv.rotate(time.Now())
+	var out []string
+	for name := range kv.mu.cur.names[parent] {
+		out = append(out, name)
+	}
+	for name := range kv.mu.prev.names[parent] {
+		if _, dup := kv.mu.cur.names[parent][name]; !dup {
+			out = append(out, name)
+		}
+	}
+	delete(kv.mu.cur.names, parent)
+	delete(kv.mu.prev.names, parent)
+	return out
+}
+
+// staleRetry is how long after refusing a request with ESTALE the same
+// process's request on the same inode is taken as the kernel's retry.
+const staleRetry = 2 * time.Second
+
+// staleInodes remembers, per process, the inodes whose open or stat was
+// refused with ESTALE a moment ago (see VFS.Open). It holds only those,
+// for staleRetry, so it stays small.
+type staleInodes struct {
+	mu sync.Mutex
+	m  map[staleKey]time.Time
+}
+
+type staleKey struct {
+	ino meta.Ino
+	pid uint32
+}
+
+// refuse reports whether pid's request on ino should fail with ESTALE: yes
+// the first time, no for the retry that follows within staleRetry.
+func (s *staleInodes) refuse(ino meta.Ino, pid uint32) bool {
+	now := time.Now()
+	k := staleKey{ino, pid}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.m[k]; ok && now.Sub(t) < staleRetry {
+		delete(s.m, k)
+		return false
+	}
+	if s.m == nil {
+		s.m = map[staleKey]time.Time{}
+	}
+	for k, t := range s.m {
+		if now.Sub(t) >= staleRetry {
+			delete(s.m, k)
+		}
+	}
+	s.m[k] = now
+	return true
+}
