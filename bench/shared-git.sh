@@ -2,7 +2,8 @@
 # shared-git.sh: one git repository on a volume mounted twice; N commits
 # (40) alternate between the two mounts, one after the other, as a user
 # who works on the same checkout from two hosts. Prints how many commits
-# the log holds (N+1 when nothing was lost) and what `git fsck` says. Run
+# the log holds (N+1 when nothing was lost), the lines of the file every
+# commit appends to (N+1), and what `git fsck` says. Run
 # as root from the project's root. FS, SLUICE, JUICEFS and OPTS as in
 # shared-sqlite.sh.
 set -euo pipefail
@@ -35,4 +36,5 @@ end=$(date +%s.%N)
 count=$(git -C "$D/m1/repo" rev-list --count HEAD)
 fsck=$(git -C "$D/m1/repo" fsck --no-dangling 2>&1 | head -3 | tr '\n' ' ')
 dangling=$(git -C "$D/m1/repo" fsck 2>&1 | grep -c dangling || true)
-echo "RESULT commits=$count of=$((N + 1)) failed=$fails dangling=$dangling fsck=\"${fsck:-clean}\" s=$(echo "$end - $start" | bc)"
+lines=$(wc -l <"$D/m2/repo/f")
+echo "RESULT commits=$count of=$((N + 1)) lines=$lines failed=$fails dangling=$dangling fsck=\"${fsck:-clean}\" s=$(echo "$end - $start" | bc)"

@@ -18,6 +18,7 @@ import (
 type openFile struct {
 	ino  meta.Ino
 	meta *meta.Client
+	view *kernelView
 	// committed, when set, is told of each slice committed to the file.
 	committed func(ino meta.Ino, idx uint32)
 	writer    *chunk.FileWriter
@@ -82,6 +83,7 @@ func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.S
 	delete(f.mu.chunks, idx)
 	f.mu.gen++
 	if err == nil {
+		f.view.advance(ino, before, meta.VersionOf(a))
 		f.mu.length = max(f.mu.length, a.Length)
 		if before == f.mu.seen {
 			f.mu.seen = meta.VersionOf(a)
@@ -157,7 +159,7 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	defer v.mu.Unlock()
 	f := v.mu.files[a.Ino]
 	if f == nil {
-		f = &openFile{ino: a.Ino, meta: v.Meta}
+		f = &openFile{ino: a.Ino, meta: v.Meta, view: v.view}
 		if v.compact != nil {
 			f.committed = v.compact.committed
 		}
@@ -222,28 +224,36 @@ func (v *VFS) openExisting(ctx context.Context, parent meta.Ino, name []byte, fl
 //
 // The kernel opens the inode its cached entry names, which another mount
 // may have unlinked or replaced since (a rename over the name, the way
-// git, editors and package managers update files). Such an open fails
-// once with ESTALE: the kernel then looks every name of the path up
-// again and retries, and gets the file the name leads to now. A retry
-// that reaches the same inode (a file opened in the trash, or through
-// /proc/PID/fd) goes through.
+// git, editors and package managers update files), or whose attributes
+// it cached before another mount changed the file (it would then read
+// only up to the old length, and append at the old end). Such an open
+// fails once with ESTALE: the kernel then looks every name of the path up
+// again, which also refreshes the attributes, and retries, and gets the
+// file the name leads to now. A retry that reaches the same inode without
+// a new lookup (a file opened in the trash, or through /proc/PID/fd) goes
+// through.
 func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr, uint64, error) {
 	a, err := v.Meta.Open(ctx, ino, flags)
 	if err != nil {
 		return nil, 0, v.staleIfGone(ctx, ino, err)
 	}
-	if unlinked(a) && v.stale.refuse(ino, meta.CredOf(ctx).Pid) {
-		v.Meta.Release(ctx, ino)
-		return nil, 0, syscall.ESTALE
+	pid := meta.CredOf(ctx).Pid
+	if gone, changed := unlinked(a), a.Type == store.TypeFile && v.view.attrChanged(a); gone || changed {
+		if v.stale.refuse(ino, pid) {
+			v.Meta.Release(ctx, ino)
+			return nil, 0, syscall.ESTALE
+		}
+		if changed {
+			// A retry without a new lookup: at least make the kernel
+			// fetch the attributes again before it reads.
+			v.invalidateInode(ino, false)
+		}
+	} else {
+		v.stale.passed(ino, pid)
 	}
 	if a.Type == store.TypeDir {
 		v.Meta.Release(ctx, ino)
 		return nil, 0, syscall.EISDIR
-	}
-	if a.Type == store.TypeFile && v.view.attrChanged(a) {
-		// The kernel still holds attributes from before another mount
-		// changed the file; a read would stop at the old length.
-		v.invalidateInode(ino, false)
 	}
 	if a.Type != store.TypeFile {
 		// Fifos, sockets and devices are served by the kernel; a handle

@@ -130,8 +130,24 @@ func (kv *kernelView) entry(parent meta.Ino, name []byte, a *meta.Attr) {
 	kv.attr(a)
 }
 
+// advance moves the record of ino from before to after when this mount
+// changed the file (a commit of its own writes, which the kernel applied
+// to its attributes itself) and nobody else did in between.
+func (kv *kernelView) advance(ino meta.Ino, before, after meta.Version) {
+	if kv.period == 0 {
+		return
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for _, g := range []viewGen{kv.mu.cur, kv.mu.prev} {
+		if old, ok := g.attrs[ino]; ok && old == before {
+			g.attrs[ino] = after
+		}
+	}
+}
+
 // attrChanged reports whether the kernel may hold attributes of a's inode
-// that differ from a, and forgets them: the caller invalidates them.
+// that differ from a.
 func (kv *kernelView) attrChanged(a *meta.Attr) bool {
 	if kv.period == 0 {
 		return false
@@ -140,17 +156,11 @@ func (kv *kernelView) attrChanged(a *meta.Attr) bool {
 	defer kv.mu.Unlock()
 	kv.rotate(time.Now())
 	want := meta.VersionOf(a)
-	changed := false
-	for _, g := range []viewGen{kv.mu.cur, kv.mu.prev} {
-		if old, ok := g.attrs[a.Ino]; ok && old != want {
-			changed = true
-		}
+	if old, ok := kv.mu.cur.attrs[a.Ino]; ok {
+		return old != want // the newer record
 	}
-	if changed {
-		delete(kv.mu.cur.attrs, a.Ino)
-		delete(kv.mu.prev.attrs, a.Ino)
-	}
-	return changed
+	old, ok := kv.mu.prev.attrs[a.Ino]
+	return ok && old != want
 }
 
 // takeNames returns the names of parent the kernel may still cache and
@@ -214,4 +224,14 @@ func (s *staleInodes) refuse(ino meta.Ino, pid uint32) bool {
 	}
 	s.m[k] = now
 	return true
+}
+
+// passed forgets a refusal of pid's request on ino once a request went
+// through without one (the retry looked the name up again).
+func (s *staleInodes) passed(ino meta.Ino, pid uint32) {
+	s.mu.Lock()
+	if len(s.m) > 0 {
+		delete(s.m, staleKey{ino, pid})
+	}
+	s.mu.Unlock()
 }
