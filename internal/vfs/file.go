@@ -460,6 +460,9 @@ func (v *VFS) refresh(ctx context.Context, f *openFile) error {
 	f.mu.gen++
 	f.mu.length = a.Length
 	f.mu.Unlock()
+	// The kernel applied the change to its own attributes (or dropped
+	// them); the next open need not send it looking again.
+	v.view.attr(a)
 	return nil
 }
 

@@ -38,14 +38,18 @@ func (v *VFS) kernelCache() Kernel {
 }
 
 // kernelView remembers what the kernel may still cache: the names it was
-// given in each directory, found or missing, and the version of each
-// regular file whose attributes it was given. The kernel forgets an entry
+// given in each directory, found or missing, and the length and
+// modification time of each regular file whose attributes it was given
+// (what decides where the kernel stops reading and appends, and whether
+// it keeps its pages; a change of the change time alone, by a rename or a
+// chmod, does not count). The kernel forgets an entry
 // or an attribute once its timeout passes, so the view only needs to keep
 // each record for that long. It keeps two generations of maps and drops
 // the older one every period, which keeps every record for at least one
 // period at the cost of a map write per reply and no per-record timers.
 type kernelView struct {
 	period time.Duration // 0: the kernel caches nothing
+	now    func() time.Time
 
 	mu struct {
 		sync.Mutex
@@ -57,11 +61,22 @@ type kernelView struct {
 // viewGen is one generation of the kernel view.
 type viewGen struct {
 	names map[meta.Ino]map[string]struct{}
-	attrs map[meta.Ino]meta.Version
+	attrs map[meta.Ino]kernelAttr
 }
 
 func newViewGen() viewGen {
-	return viewGen{names: map[meta.Ino]map[string]struct{}{}, attrs: map[meta.Ino]meta.Version{}}
+	return viewGen{names: map[meta.Ino]map[string]struct{}{}, attrs: map[meta.Ino]kernelAttr{}}
+}
+
+// kernelAttr is what the view keeps of a file's attributes.
+type kernelAttr struct {
+	length    uint64
+	mtime     int64
+	mtimensec uint32
+}
+
+func kernelAttrOf(v meta.Version) kernelAttr {
+	return kernelAttr{length: v.Length, mtime: v.Mtime, mtimensec: v.Mtimensec}
 }
 
 // newKernelView returns a view whose records last at least as long as
@@ -69,7 +84,7 @@ func newViewGen() viewGen {
 // from the moment it reads the reply, in jiffies, so a margin covers the
 // reply's way and the rounding.
 func newKernelView(timeouts ...time.Duration) *kernelView {
-	kv := &kernelView{}
+	kv := &kernelView{now: time.Now}
 	for _, t := range timeouts {
 		kv.period = max(kv.period, t)
 	}
@@ -77,7 +92,7 @@ func newKernelView(timeouts ...time.Duration) *kernelView {
 		kv.period += kv.period/8 + 20*time.Millisecond
 	}
 	kv.mu.cur, kv.mu.prev = newViewGen(), newViewGen()
-	kv.mu.rotated = time.Now()
+	kv.mu.rotated = kv.now()
 	return kv
 }
 
@@ -103,7 +118,7 @@ func (kv *kernelView) name(parent meta.Ino, name []byte) {
 	}
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	kv.rotate(time.Now())
+	kv.rotate(kv.now())
 	names := kv.mu.cur.names[parent]
 	if names == nil {
 		names = map[string]struct{}{}
@@ -119,8 +134,8 @@ func (kv *kernelView) attr(a *meta.Attr) {
 	}
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	kv.rotate(time.Now())
-	kv.mu.cur.attrs[a.Ino] = meta.VersionOf(a)
+	kv.rotate(kv.now())
+	kv.mu.cur.attrs[a.Ino] = kernelAttrOf(meta.VersionOf(a))
 }
 
 // entry records a reply that gives the kernel both a name and the
@@ -139,9 +154,10 @@ func (kv *kernelView) advance(ino meta.Ino, before, after meta.Version) {
 	}
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
+	b, n := kernelAttrOf(before), kernelAttrOf(after)
 	for _, g := range []viewGen{kv.mu.cur, kv.mu.prev} {
-		if old, ok := g.attrs[ino]; ok && old == before {
-			g.attrs[ino] = after
+		if old, ok := g.attrs[ino]; ok && old == b {
+			g.attrs[ino] = n
 		}
 	}
 }
@@ -154,8 +170,8 @@ func (kv *kernelView) attrChanged(a *meta.Attr) bool {
 	}
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	kv.rotate(time.Now())
-	want := meta.VersionOf(a)
+	kv.rotate(kv.now())
+	want := kernelAttrOf(meta.VersionOf(a))
 	if old, ok := kv.mu.cur.attrs[a.Ino]; ok {
 		return old != want // the newer record
 	}
@@ -171,7 +187,7 @@ func (kv *kernelView) takeNames(parent meta.Ino) []string {
 	}
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	kv.rotate(time.Now())
+	kv.rotate(kv.now())
 	var out []string
 	for name := range kv.mu.cur.names[parent] {
 		out = append(out, name)
