@@ -96,10 +96,11 @@ func TestGitAcrossMounts(t *testing.T) {
 // journal, one connection per insert; SQLite coordinates through fcntl
 // locks and the journal's name). Every acknowledged commit must be in
 // the table, the database must pass its integrity check, no attempt may
-// fail but with SQLITE_BUSY, and nearly all must commit.
+// fail but with SQLITE_BUSY, and nearly all must commit. It runs on every
+// engine the e2e tests use.
 func TestSQLiteAcrossMounts(t *testing.T) {
 	requireTools(t, "python3")
-	for _, engine := range []string{"sqlite3", "redis"} {
+	for _, engine := range metaEngines {
 		t.Run(engine, func(t *testing.T) {
 			v := newVolumeOn(t, engine, "--trash-days", "1")
 			sqliteAcrossMounts(t, v, 3, 2, 60)
