@@ -205,3 +205,40 @@ for w, s in c.execute("SELECT worker, seq FROM t"): print(w, s)`, db(mnts[len(mn
 		t.Errorf("only %d of %d attempts committed", len(all.acked), attempts)
 	}
 }
+
+// TestOpenFileOutlivesItsName checks that a file open in one mount stays
+// usable through its descriptor after another mount removes its name
+// (into the trash, the default) and the kernel's attribute cache has
+// expired: fstat, read and write work. (With the trash off, the other
+// mount deletes the file at once: docs/consistency.md says so.)
+func TestOpenFileOutlivesItsName(t *testing.T) {
+	for _, trash := range []string{"1"} {
+		t.Run("trash="+trash, func(t *testing.T) {
+			v := newVolumeOn(t, "sqlite3", "--trash-days", trash)
+			mnts := v.mounts(t, 2)
+			write(t, filepath.Join(mnts[0], "f"), []byte("data"))
+			f, err := os.OpenFile(filepath.Join(mnts[0], "f"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := os.Remove(filepath.Join(mnts[1], "f")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1200 * time.Millisecond) // past the attribute cache
+			if _, err := f.Stat(); err != nil {
+				t.Errorf("fstat of the open file after another mount removed it: %v", err)
+			}
+			if _, err := f.WriteAt([]byte("DA"), 0); err != nil {
+				t.Errorf("write: %v", err)
+			}
+			buf := make([]byte, 10)
+			if n, err := f.ReadAt(buf, 0); string(buf[:n]) != "DAta" {
+				t.Errorf("read %q, %v", buf[:n], err)
+			}
+			if _, err := os.Stat(filepath.Join(mnts[0], "f")); !os.IsNotExist(err) {
+				t.Errorf("stat of the removed name: %v, want it missing", err)
+			}
+		})
+	}
+}

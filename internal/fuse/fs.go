@@ -124,7 +124,7 @@ func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name st
 func (fs *fileSystem) Forget(nodeid, nlookup uint64) {}
 
 func (fs *fileSystem) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) gofuse.Status {
-	a, err := fs.v.GetAttr(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), in.Flags()&gofuse.FUSE_GETATTR_FH != 0)
+	a, err := fs.v.GetAttr(fs.ctx(&in.InHeader), meta.Ino(in.NodeId))
 	if err != nil {
 		return fs.status("getattr", err)
 	}

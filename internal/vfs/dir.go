@@ -42,7 +42,9 @@ type dirStream struct {
 func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
 	a, err := v.Meta.OpenDir(ctx, ino)
 	if err != nil {
-		return 0, err
+		// A directory another mount removed or renamed over: the kernel
+		// looks the path up again (see Open).
+		return 0, v.staleIfGone(ctx, ino, err)
 	}
 	return v.addHandle(&handle{ino: ino, dir: &dirStream{ino: ino, parent: a.Parent, base: 2}}), nil
 }

@@ -10,9 +10,9 @@
 // Consistency across mounts (docs/consistency.md states it for users):
 //   - close-to-open: writes become visible to other mounts at Flush (every
 //     close), Fsync or the last Release; Open drops what the file's handles
-//     had cached, tells the kernel to drop attributes of the file that
-//     changed, and answers ESTALE once for a file another mount has
-//     unlinked or replaced, so that the kernel looks the name up again;
+//     had cached, and answers ESTALE once for a file another mount has
+//     unlinked, replaced, or changed since the kernel cached its
+//     attributes, so that the kernel looks the name up again;
 //   - lock-to-read: taking a POSIX or BSD lock proves this mount's caches of
 //     the file current against the version the lock's own transaction read
 //     (no extra round trip), drops them and the kernel's pages when the
@@ -166,21 +166,15 @@ func (v *VFS) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.A
 	return v.withPending(a), err
 }
 
-// GetAttr returns the attributes of ino. viaHandle says that the caller
-// holds the file open (fstat(2)); otherwise it reached ino through a name
-// the kernel cached, and a file that no name leads to any more (another
-// mount unlinked it or renamed over it) answers ESTALE once, so that the
-// kernel looks the name up again (see Open).
-func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino, viaHandle bool) (*meta.Attr, error) {
+// GetAttr returns the attributes of ino. An inode that no longer exists
+// (another mount deleted the file the kernel's cached name led to)
+// answers ESTALE once, so that the kernel looks the name up again (see
+// Open). A file that still exists answers, even unlinked or in the trash:
+// Linux asks the same way for fstat(2) of an open file, which must work.
+func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
 	a, err := v.Meta.GetAttr(ctx, ino)
 	if err != nil {
-		if !viaHandle {
-			err = v.staleIfGone(ctx, ino, err)
-		}
-		return nil, err
-	}
-	if !viaHandle && unlinked(a) && v.stale.refuse(ino, meta.CredOf(ctx).Pid) {
-		return nil, syscall.ESTALE
+		return nil, v.staleIfGone(ctx, ino, err)
 	}
 	v.view.attr(a)
 	return v.withPending(a), nil
