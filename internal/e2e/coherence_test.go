@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,5 +241,32 @@ func TestOpenFileOutlivesItsName(t *testing.T) {
 				t.Errorf("stat of the removed name: %v, want it missing", err)
 			}
 		})
+	}
+}
+
+// TestPathThroughReplacedDirectory renames a directory over another, empty
+// one on one mount while the other mount's kernel still caches the old
+// directory under that name: a path through the name on the second mount
+// reaches the new directory's files at once.
+func TestPathThroughReplacedDirectory(t *testing.T) {
+	v := newVolumeOn(t, "sqlite3")
+	mnts := v.mounts(t, 2)
+	if err := os.Mkdir(filepath.Join(mnts[0], "cur"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(mnts[1], "cur", "f")); !os.IsNotExist(err) {
+		t.Fatalf("stat of a missing file: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(mnts[0], "next"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(mnts[0], "next", "f"), []byte("new"))
+	// os.Rename refuses to replace a directory; rename(2) does it.
+	if err := syscall.Rename(filepath.Join(mnts[0], "next"), filepath.Join(mnts[0], "cur")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(mnts[1], "cur", "f"))
+	if err != nil || string(got) != "new" {
+		t.Errorf("read through the replaced directory's name: %q, %v", got, err)
 	}
 }

@@ -9,11 +9,18 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-// node reads ino, turning a missing record into ENOENT.
+// ErrNoInode is the error of an operation on an inode that does not
+// exist (any more): ENOENT to a caller that only asks for the errno. A
+// mount tells it apart from a missing name, because the kernel reached
+// such an inode through a name it cached, and answers ESTALE so that the
+// kernel looks the name up again.
+var ErrNoInode = fmt.Errorf("no such inode: %w", syscall.ENOENT)
+
+// node reads ino, turning a missing record into ErrNoInode.
 func node(tx store.Tx, ino Ino) (*Attr, error) {
 	n, err := tx.Node(ino)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, syscall.ENOENT
+		return nil, ErrNoInode
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read inode %d: %w", ino, err)
@@ -34,11 +41,11 @@ func edge(tx store.Tx, parent Ino, name []byte) (store.Edge, error) {
 }
 
 // nodeEdge reads directory parent and its entry name in one round trip;
-// a missing parent is ENOENT, a missing name an Edge with Ino 0.
+// a missing parent is ErrNoInode, a missing name an Edge with Ino 0.
 func nodeEdge(tx store.Tx, parent Ino, name []byte) (*Attr, store.Edge, error) {
 	n, e, err := tx.NodeEdge(parent, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, e, syscall.ENOENT
+		return nil, e, ErrNoInode
 	}
 	if err != nil {
 		return nil, e, fmt.Errorf("read entry %q of %d: %w", name, parent, err)

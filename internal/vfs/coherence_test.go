@@ -432,3 +432,31 @@ func TestOpenOfChangedFileIsStale(t *testing.T) {
 	}
 	b.close(t, fh)
 }
+
+// TestLookupInRemovedDirectoryIsStale checks a path through a directory
+// another mount removed: the kernel still maps the directory's name to the
+// old inode, and a lookup in it answers ESTALE once (the kernel then walks
+// the path again), while a missing name in a live directory is ENOENT.
+func TestLookupInRemovedDirectoryIsStale(t *testing.T) {
+	vol := newVolume(t, 0)
+	a, b := vol.mount(t), vol.mount(t)
+	d, err := a.Mknod(as(1), meta.RootIno, []byte("d"), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Lookup(as(3), d.Ino, []byte("x")); meta.Errno(err) != syscall.ENOENT {
+		t.Fatalf("lookup of a missing name in a live directory: %v, want ENOENT", err)
+	}
+	if err := a.Rmdir(as(1), meta.RootIno, []byte("d")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Lookup(as(3), d.Ino, []byte("x")); err != syscall.ESTALE {
+		t.Fatalf("lookup in the removed directory: %v, want ESTALE", err)
+	}
+	if _, err := b.Lookup(as(3), d.Ino, []byte("x")); meta.Errno(err) != syscall.ENOENT {
+		t.Errorf("the same process's retry: %v, want ENOENT", err)
+	}
+	if _, err := b.OpenDir(as(4), d.Ino); err != syscall.ESTALE {
+		t.Errorf("opendir of the removed directory: %v, want ESTALE", err)
+	}
+}

@@ -23,6 +23,7 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,10 @@ func (v *VFS) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.A
 	switch {
 	case err == nil:
 		v.view.entry(parent, name, a)
+	case errors.Is(err, meta.ErrNoInode):
+		// The directory itself is gone (another mount removed it, or
+		// renamed another over it): look the path up again.
+		return nil, v.staleIfGone(ctx, parent, err)
 	case v.Conf.NegEntryTimeout > 0 && meta.Errno(err) == syscall.ENOENT:
 		v.view.name(parent, name)
 	}
@@ -186,12 +191,12 @@ func unlinked(a *meta.Attr) bool {
 	return a.Type != store.TypeDir && (a.Nlink == 0 || meta.IsTrash(a.Parent))
 }
 
-// staleIfGone turns the ENOENT of a request on an inode that no longer
-// exists into ESTALE, once per process and inode: the kernel reached the
-// inode through a cached name, and retries the system call after looking
-// the name up again.
+// staleIfGone turns the error of a request on an inode that no longer
+// exists (meta.ErrNoInode) into ESTALE, once per process and inode: the
+// kernel reached the inode through a cached name, and retries the system
+// call after looking the name up again.
 func (v *VFS) staleIfGone(ctx context.Context, ino meta.Ino, err error) error {
-	if meta.Errno(err) == syscall.ENOENT && v.stale.refuse(ino, meta.CredOf(ctx).Pid) {
+	if errors.Is(err, meta.ErrNoInode) && v.stale.refuse(ino, meta.CredOf(ctx).Pid) {
 		return syscall.ESTALE
 	}
 	return err
