@@ -52,10 +52,16 @@ func newStagedUploads() *stagedUploads {
 // reports false when the caller must upload the block itself: staging is
 // full (logged once until staging succeeds again) or failed.
 func (s *Store) stage(key string, data []byte) bool {
+	// Only a block that found staging full and still fitted shows that
+	// staging has room again: one that was accounted before the area
+	// filled may finish writing after another block found it full.
+	wasFull := s.staged.full.Load()
 	err := s.disk.Stage(key, data)
 	switch {
 	case err == nil:
-		s.staged.full.Store(false)
+		if wasFull {
+			s.staged.full.Store(false)
+		}
 		if !s.conf.CachePartialOnly {
 			s.mem.Put(key, data)
 		}
