@@ -4,26 +4,13 @@
 # who works on the same checkout from two hosts. Prints how many commits
 # the log holds (N+1 when nothing was lost), the lines of the file every
 # commit appends to (N+1), and what `git fsck` says. Run
-# as root from the project's root. FS, SLUICE, JUICEFS and OPTS as in
-# shared-sqlite.sh.
+# as root from the project's root. FS, SLUICE, JUICEFS, OPTS and
+# FORMAT_OPTS as in shared-volume.sh (SQLite engine unless ENGINE=redis).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-N=${N:-40}
+N=${N:-40} MOUNTS=2
 D=$(mktemp -d /tmp/shared-git.XXXXXX); chmod 755 "$D"
-cleanup() { for i in 1 2; do umount "$D/m$i" 2>/dev/null || umount -l "$D/m$i" 2>/dev/null || true; done; rm -rf "$D"; }
-trap cleanup EXIT
-case ${FS:-sluice} in
-  sluice) if [ -z "${SLUICE:-}" ]; then SLUICE=$D/sluice; go build -o "$SLUICE" ./cmd/sluice; fi; BIN=$SLUICE ;;
-  juicefs) BIN=${JUICEFS:-$("$HERE/../../shared/bench/build-juicefs.sh")} ;;
-  *) echo "FS must be sluice or juicefs" >&2; exit 2 ;;
-esac
-URL="sqlite3://$D/meta.db"
-"$BIN" format "$URL" vol --bucket "$D/bucket" ${FORMAT_OPTS:-} >"$D/format.log" 2>&1 || { cat "$D/format.log"; exit 1; }
-for i in 1 2; do
-  mkdir -p "$D/m$i"
-  # shellcheck disable=SC2086
-  "$BIN" mount -d "$URL" "$D/m$i" --cache-dir "$D/c$i" --log "$D/m$i.log" ${OPTS:-} >/dev/null 2>&1
-done
+. "$HERE/shared-volume.sh"
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
 git init -q "$D/m1/repo"
 echo 0 >"$D/m1/repo/f"; git -C "$D/m1/repo" add f; git -C "$D/m1/repo" commit -qm c0

@@ -8,33 +8,12 @@
 #
 # MOUNTS (2) mounts, PROCS (1) processes per mount, ROWS (150) attempts
 # per process, TIMEOUT (20) SQLite's busy timeout in seconds.
-# FS=sluice (default; SLUICE a binary, else built from ./cmd/sluice) or
-# juicefs (JUICEFS a binary, else ../shared/bench/build-juicefs.sh).
-# ENGINE=sqlite (default) or redis (REDIS_URL, database 13 is flushed).
-# OPTS: extra mount flags; FORMAT_OPTS: extra format flags (defaults otherwise).
+# FS, SLUICE, JUICEFS, ENGINE, OPTS and FORMAT_OPTS: see shared-volume.sh.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 MOUNTS=${MOUNTS:-2} PROCS=${PROCS:-1} ROWS=${ROWS:-150} TIMEOUT=${TIMEOUT:-20}
 D=$(mktemp -d /tmp/shared-sqlite.XXXXXX); chmod 755 "$D"
-cleanup() { for i in $(seq 1 "$MOUNTS"); do umount "$D/m$i" 2>/dev/null || umount -l "$D/m$i" 2>/dev/null || true; done; rm -rf "$D"; }
-trap cleanup EXIT
-case ${FS:-sluice} in
-  sluice) if [ -z "${SLUICE:-}" ]; then SLUICE=$D/sluice; go build -o "$SLUICE" ./cmd/sluice; fi; BIN=$SLUICE ;;
-  juicefs) BIN=${JUICEFS:-$("$HERE/../../shared/bench/build-juicefs.sh")} ;;
-  *) echo "FS must be sluice or juicefs" >&2; exit 2 ;;
-esac
-case ${ENGINE:-sqlite} in
-  sqlite) URL="sqlite3://$D/meta.db" ;;
-  redis) base=${REDIS_URL:-redis://127.0.0.1:6379}; URL=$base/13
-         hp=${base#redis://}; redis-cli -h "${hp%:*}" -p "${hp##*:}" -n 13 flushdb >/dev/null ;;
-  *) echo "ENGINE must be sqlite or redis" >&2; exit 2 ;;
-esac
-"$BIN" format "$URL" vol --bucket "$D/bucket" ${FORMAT_OPTS:-} >"$D/format.log" 2>&1 || { cat "$D/format.log"; exit 1; }
-for i in $(seq 1 "$MOUNTS"); do
-  mkdir -p "$D/m$i"
-  # shellcheck disable=SC2086
-  "$BIN" mount -d "$URL" "$D/m$i" --cache-dir "$D/c$i" --log "$D/m$i.log" ${OPTS:-} >/dev/null 2>&1
-done
+. "$HERE/shared-volume.sh"
 python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('CREATE TABLE t (worker INTEGER, seq INTEGER)'); c.commit()" "$D/m1/db"
 start=$(date +%s.%N)
 pids=()

@@ -88,7 +88,7 @@ func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.S
 		if before == f.mu.seen {
 			f.mu.seen = meta.VersionOf(a)
 		} else {
-			clear(f.mu.chunks)
+			f.dropListsLocked()
 		}
 	}
 	f.mu.Unlock()
@@ -106,8 +106,7 @@ func (f *openFile) revalidate(a *meta.Attr) bool {
 	if v == f.mu.seen {
 		return false
 	}
-	clear(f.mu.chunks)
-	f.mu.gen++
+	f.dropListsLocked()
 	f.mu.length = max(a.Length, f.writer.PendingEnd())
 	f.mu.seen = v
 	return true
@@ -119,8 +118,7 @@ func (f *openFile) setAttr(a *meta.Attr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if a.Length != f.mu.length {
-		clear(f.mu.chunks)
-		f.mu.gen++
+		f.dropListsLocked()
 	}
 	f.mu.length = a.Length
 }
@@ -129,9 +127,15 @@ func (f *openFile) setAttr(a *meta.Attr) {
 // changed behind it (compaction).
 func (f *openFile) forgetSlices() {
 	f.mu.Lock()
+	f.dropListsLocked()
+	f.mu.Unlock()
+}
+
+// dropListsLocked drops every cached slice list, including those being
+// fetched (see gen); f.mu is held.
+func (f *openFile) dropListsLocked() {
 	clear(f.mu.chunks)
 	f.mu.gen++
-	f.mu.Unlock()
 }
 
 // overlayAttr reports buffered writes in a's length and times.
@@ -172,8 +176,7 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	f.mu.refs++
 	// Close-to-open: a new open sees what other mounts committed (the
 	// kernel drops its pages of the file at every open).
-	clear(f.mu.chunks)
-	f.mu.gen++
+	f.dropListsLocked()
 	f.mu.length = max(a.Length, f.writer.PendingEnd())
 	f.mu.seen = meta.VersionOf(a)
 	f.mu.Unlock()
@@ -456,8 +459,7 @@ func (v *VFS) refresh(ctx context.Context, f *openFile) error {
 		return err
 	}
 	f.mu.Lock()
-	clear(f.mu.chunks)
-	f.mu.gen++
+	f.dropListsLocked()
 	f.mu.length = a.Length
 	f.mu.Unlock()
 	// The kernel applied the change to its own attributes (or dropped

@@ -111,14 +111,23 @@ func (kv *kernelView) rotate(now time.Time) {
 	kv.mu.rotated = now
 }
 
-// name records that the kernel was given the entry name of parent.
-func (kv *kernelView) name(parent meta.Ino, name []byte) {
+// lock locks the view and drops what the kernel has forgotten; it
+// reports false, locking nothing, when the kernel caches nothing.
+func (kv *kernelView) lock() bool {
 	if kv.period == 0 {
-		return
+		return false
 	}
 	kv.mu.Lock()
-	defer kv.mu.Unlock()
 	kv.rotate(kv.now())
+	return true
+}
+
+// name records that the kernel was given the entry name of parent.
+func (kv *kernelView) name(parent meta.Ino, name []byte) {
+	if !kv.lock() {
+		return
+	}
+	defer kv.mu.Unlock()
 	names := kv.mu.cur.names[parent]
 	if names == nil {
 		names = map[string]struct{}{}
@@ -129,12 +138,10 @@ func (kv *kernelView) name(parent meta.Ino, name []byte) {
 
 // attr records that the kernel was given the attributes a.
 func (kv *kernelView) attr(a *meta.Attr) {
-	if kv.period == 0 || a == nil || a.Type != store.TypeFile {
+	if a == nil || a.Type != store.TypeFile || !kv.lock() {
 		return
 	}
-	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	kv.rotate(kv.now())
 	kv.mu.cur.attrs[a.Ino] = kernelAttrOf(meta.VersionOf(a))
 }
 
@@ -149,10 +156,9 @@ func (kv *kernelView) entry(parent meta.Ino, name []byte, a *meta.Attr) {
 // changed the file (a commit of its own writes, which the kernel applied
 // to its attributes itself) and nobody else did in between.
 func (kv *kernelView) advance(ino meta.Ino, before, after meta.Version) {
-	if kv.period == 0 {
+	if !kv.lock() {
 		return
 	}
-	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	b, n := kernelAttrOf(before), kernelAttrOf(after)
 	for _, g := range []viewGen{kv.mu.cur, kv.mu.prev} {
@@ -165,12 +171,10 @@ func (kv *kernelView) advance(ino meta.Ino, before, after meta.Version) {
 // attrChanged reports whether the kernel may hold attributes of a's inode
 // that differ from a.
 func (kv *kernelView) attrChanged(a *meta.Attr) bool {
-	if kv.period == 0 {
+	if !kv.lock() {
 		return false
 	}
-	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	kv.rotate(kv.now())
 	want := kernelAttrOf(meta.VersionOf(a))
 	if old, ok := kv.mu.cur.attrs[a.Ino]; ok {
 		return old != want // the newer record
@@ -182,12 +186,10 @@ func (kv *kernelView) attrChanged(a *meta.Attr) bool {
 // takeNames returns the names of parent the kernel may still cache and
 // forgets them: the caller invalidates them.
 func (kv *kernelView) takeNames(parent meta.Ino) []string {
-	if kv.period == 0 {
+	if !kv.lock() {
 		return nil
 	}
-	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	kv.rotate(kv.now())
 	var out []string
 	for name := range kv.mu.cur.names[parent] {
 		out = append(out, name)
