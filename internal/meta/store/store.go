@@ -20,6 +20,7 @@ package store
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 var (
@@ -29,6 +30,10 @@ var (
 	// may succeed when retried.
 	ErrConflict = errors.New("transaction conflict")
 )
+
+// MaxLag is the longest a View may miss a commit made through another
+// handle of the same database (see Store.View).
+const MaxLag = time.Second
 
 // Ino is an inode number. The root directory is 1.
 type Ino uint64
@@ -229,6 +234,15 @@ type Store interface {
 	// runs before the transaction of the rest begins, and Redis reads
 	// each round trip afresh), so fn tolerates a record that changed or
 	// vanished between two of its reads.
+	//
+	// A View sees every commit made through the same handle before it
+	// began, and a handle never reads a value older than one it has
+	// already read. A commit made through another handle (another mount)
+	// may stay unseen for up to MaxLag after it returned: the Redis
+	// engine answers from a client-side cache that the server keeps
+	// current by reports that travel beside the writer's reply. Update
+	// checks every value it read at commit, so a committed Update read
+	// the values current at its commit, whichever handle wrote them.
 	View(ctx context.Context, fn func(tx Tx) error) error
 	// Name describes the engine and its address with secrets removed.
 	Name() string

@@ -3,6 +3,8 @@ package redis
 import (
 	"sync"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
 // cache keeps values of kvstore keys that the server promises to report
@@ -97,7 +99,7 @@ const (
 // How long values are used after the last answered ping was sent, and
 // how often the watcher pings.
 const (
-	lease     = time.Second
+	lease     = store.MaxLag
 	pingEvery = 250 * time.Millisecond
 )
 
