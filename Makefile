@@ -7,7 +7,14 @@ RUN_DIR   ?= $(HOME)/.sluice/demo
 MOUNT     ?= /tmp/sluice-demo
 META_URL  := sqlite3://$(RUN_DIR)/meta.db
 
-.PHONY: build run stop test vet fmt clean
+# Packages whose tests run with the race detector in `make test` and
+# `make check`: everything but the end-to-end mounts, whose FUSE servers run
+# in the test binary and would take several times longer under -race.
+RACE_PKGS = $(shell $(GO) list ./... | grep -v /internal/e2e)
+E2E_PKGS  = ./internal/e2e/...
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: build run stop test check lint vet fmt clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -24,11 +31,21 @@ run: build
 stop:
 	$(BIN) umount $(MOUNT)
 
-## test: vet, then run the whole test suite against throwaway Redis, PostgreSQL,
+## test: vet and lint, then the whole test suite (unit tests under the race
+## detector, then the end-to-end mounts) against throwaway Redis, PostgreSQL,
 ## MariaDB, etcd and S3 servers (scripts/test-servers.sh; FUSE tests need root
 ## and /dev/fuse; pjdfstest, fsx and stress-ng run on mounts when installed)
-test: vet
-	scripts/test-servers.sh $(GO) test -count=1 -timeout 40m ./...
+test: vet lint
+	scripts/test-servers.sh sh -c '$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS) && $(GO) test -count=1 -timeout 40m $(E2E_PKGS)'
+
+## check: the fast edit loop: vet, staticcheck, and the unit tests under the
+## race detector, with no servers (tests that need one skip) and no mounts
+check: vet lint
+	CI= $(GO) test -race -short -count=1 $(RACE_PKGS)
+
+## lint: staticcheck, fetched from the Go module proxy and built on first use
+lint:
+	$(STATICCHECK) ./...
 
 vet:
 	$(GO) vet ./...
