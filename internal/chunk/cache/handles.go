@@ -127,6 +127,3 @@ func (o *openFiles) close() {
 		o.drop(key)
 	}
 }
-
-// len returns the number of handles kept.
-func (o *openFiles) len() int { return len(o.byKey) }

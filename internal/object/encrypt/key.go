@@ -40,11 +40,13 @@ func ParsePrivateKey(pemBytes, passphrase []byte) (*rsa.PrivateKey, error) {
 	case "RSA PRIVATE KEY", "PRIVATE KEY":
 		// Legacy encrypted PEM is deprecated (its padding check is weak)
 		// but it is what `openssl genrsa -traditional -aes256` writes.
+		//lint:ignore SA1019 users' existing keys are in this format
 		if x509.IsEncryptedPEMBlock(block) {
 			if len(passphrase) == 0 {
 				return nil, fmt.Errorf("parse RSA key: %w: the key is encrypted", ErrPassphrase)
 			}
 			var err error
+			//lint:ignore SA1019 see above
 			der, err = x509.DecryptPEMBlock(block, passphrase)
 			if errors.Is(err, x509.IncorrectPasswordError) {
 				return nil, fmt.Errorf("parse RSA key: %w", ErrPassphrase)
