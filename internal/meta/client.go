@@ -237,9 +237,7 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	if conf.OpTimeout == 0 {
 		conf.OpTimeout = DefaultOpTimeout
 	}
-	if conf.OpTimeout > 0 {
-		st = bounded{st, conf.OpTimeout}
-	}
+	st = Bound(st, conf.OpTimeout)
 	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, done: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
