@@ -71,6 +71,17 @@ func (p *StallProxy) Stall(on bool) {
 	p.cond.Broadcast()
 }
 
+// Cut closes every connection made so far, dropping what it holds, as a
+// server restart does; new connections are forwarded as before.
+func (p *StallProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
 func (p *StallProxy) serve() {
 	for {
 		c, err := p.l.Accept()
