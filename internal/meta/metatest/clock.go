@@ -1,92 +1,30 @@
-package meta_test
+package metatest
 
 import (
-	"context"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
-	"github.com/sluicefs/sluice/internal/meta/engine/mem"
 	"github.com/sluicefs/sluice/internal/meta/store"
-	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
 
-// fakeClock is a clock for meta.Config.Now that moves only when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2031, 5, 6, 7, 8, 9, 123456789, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// clockVolume formats a fresh in-memory volume and opens a client on it
-// whose clock is clk.
-func clockVolume(t *testing.T, clk *fakeClock, conf meta.Config) (store.Store, *meta.Client) {
-	t.Helper()
-	ctx := context.Background()
-	st := kvstore.New(mem.New(t.Name()))
-	if _, err := meta.FormatVolume(ctx, st, &meta.Format{Name: "clock", UUID: "u", Storage: "mem", Bucket: "b", BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
-	conf.Now = clk.Now
-	c, err := meta.NewClient(ctx, st, conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(ctx) })
-	return st, c
-}
-
-func mustCreate(t *testing.T, c *meta.Client, parent meta.Ino, name string, typ uint8) *meta.Attr {
-	t.Helper()
-	a, err := c.Mknod(context.Background(), parent, []byte(name), meta.NewNode{Type: typ, Mode: 0o755})
-	if err != nil {
-		t.Fatalf("create %s: %v", name, err)
-	}
-	return a
-}
-
-func mustGetAttr(t *testing.T, c *meta.Client, ino meta.Ino) *meta.Attr {
-	t.Helper()
-	a, err := c.GetAttr(context.Background(), ino)
-	if err != nil {
-		t.Fatalf("getattr %d: %v", ino, err)
-	}
-	return a
-}
-
+// atimeOf, mtimeOf and ctimeOf return a node's times.
 func atimeOf(a *meta.Attr) time.Time { return time.Unix(a.Atime, int64(a.Atimensec)) }
 func mtimeOf(a *meta.Attr) time.Time { return time.Unix(a.Mtime, int64(a.Mtimensec)) }
 func ctimeOf(a *meta.Attr) time.Time { return time.Unix(a.Ctime, int64(a.Ctimensec)) }
 
-// TestClockStampsTimes: every change stamps exactly the times POSIX says,
+// testClockStamps: every change stamps exactly the times POSIX says,
 // with the client's clock to the nanosecond, and leaves the others alone;
 // a directory changed again within DirMtimeSkip keeps its times. With the
 // real clock a test can only check that times moved, not which.
-func TestClockStampsTimes(t *testing.T) {
-	ctx := context.Background()
-	clk := newFakeClock()
-	_, c := clockVolume(t, clk, meta.Config{})
-	d := mustCreate(t, c, meta.RootIno, "d", store.TypeDir)
-	f := mustCreate(t, c, d.Ino, "f", store.TypeFile)
+func testClockStamps(t *testing.T, ns newStoreFunc) {
+	ctx := root
+	clk := newClock()
+	c := setup(t, ns, meta.Config{Now: clk.now})
+	d := mkdir(t, c, meta.RootIno, "d")
+	f := mkfile(t, c, d.Ino, "f")
 	for _, a := range []*meta.Attr{d, f} {
-		if now := clk.Now(); !atimeOf(a).Equal(now) || !mtimeOf(a).Equal(now) || !ctimeOf(a).Equal(now) {
+		if now := clk.now(); !atimeOf(a).Equal(now) || !mtimeOf(a).Equal(now) || !ctimeOf(a).Equal(now) {
 			t.Fatalf("inode %d created at %v has times %v %v %v", a.Ino, now, atimeOf(a), mtimeOf(a), ctimeOf(a))
 		}
 	}
@@ -102,8 +40,8 @@ func TestClockStampsTimes(t *testing.T) {
 		name    string
 		advance time.Duration // default: an hour and a few nanoseconds
 		op      func() error
-		want    []stamped // inodes not listed keep all their times
-		mtime   *time.Time
+		want    []stamped  // inodes not listed keep all their times
+		mtime   *time.Time // f's mtime when the step sets it explicitly
 	}{
 		{name: "write", op: func() error {
 			id, err := c.NewSliceID(ctx)
@@ -155,14 +93,14 @@ func TestClockStampsTimes(t *testing.T) {
 	for i, tc := range cases {
 		before := map[meta.Ino]*meta.Attr{}
 		for _, ino := range watched {
-			before[ino] = mustGetAttr(t, c, ino)
+			before[ino] = getattr(t, c, ino)
 		}
 		adv := tc.advance
 		if adv == 0 {
 			adv = time.Hour + time.Duration(i+1)
 		}
-		clk.Add(adv)
-		now := clk.Now()
+		clk.add(adv)
+		now := clk.now()
 		if err := tc.op(); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -173,7 +111,7 @@ func TestClockStampsTimes(t *testing.T) {
 					w = s
 				}
 			}
-			got, old := mustGetAttr(t, c, ino), before[ino]
+			got, old := getattr(t, c, ino), before[ino]
 			for _, tm := range []struct {
 				which    string
 				stamp    bool
@@ -198,11 +136,11 @@ func TestClockStampsTimes(t *testing.T) {
 	}
 }
 
-// TestClockRelatime: the relatime rule (update atime when it is not newer
+// testClockRelatime: the relatime rule (update atime when it is not newer
 // than mtime or ctime, or over a day old) and the other modes, at times a
 // test with the real clock cannot reach.
-func TestClockRelatime(t *testing.T) {
-	ctx := context.Background()
+func testClockRelatime(t *testing.T, ns newStoreFunc) {
+	ctx := root
 	type step struct {
 		advance time.Duration
 		write   bool // change the file (mtime and ctime) before the read
@@ -233,26 +171,26 @@ func TestClockRelatime(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
-			clk := newFakeClock()
-			_, c := clockVolume(t, clk, meta.Config{AtimeMode: tc.mode})
-			f := mustCreate(t, c, meta.RootIno, "f", store.TypeFile)
+			clk := newClock()
+			c := setup(t, ns, meta.Config{Now: clk.now, AtimeMode: tc.mode})
+			f := mkfile(t, c, meta.RootIno, "f")
 			for i, s := range tc.steps {
-				clk.Add(s.advance)
+				clk.add(s.advance)
 				if s.write {
 					if _, err := c.SetAttr(ctx, f.Ino, meta.SetMtimeNow, &meta.Attr{}); err != nil {
 						t.Fatal(err)
 					}
-					clk.Add(time.Nanosecond)
+					clk.add(time.Nanosecond)
 				}
-				before := mustGetAttr(t, c, f.Ino)
+				before := getattr(t, c, f.Ino)
 				if err := c.TouchAtime(ctx, f.Ino, before); err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
 				want := atimeOf(before)
 				if s.updated {
-					want = clk.Now()
+					want = clk.now()
 				}
-				if got := atimeOf(mustGetAttr(t, c, f.Ino)); !got.Equal(want) {
+				if got := atimeOf(getattr(t, c, f.Ino)); !got.Equal(want) {
 					t.Errorf("step %d (+%v): atime %v, want %v", i, s.advance, got.UTC(), want.UTC())
 				}
 			}
@@ -260,43 +198,26 @@ func TestClockRelatime(t *testing.T) {
 	}
 }
 
-// deleted records the slices a client deleted.
-type deleted struct {
-	mu  sync.Mutex
-	ids []uint64
-}
-
-func (d *deleted) delete(_ context.Context, id uint64, _ uint32) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.ids = append(d.ids, id)
-	return nil
-}
-
-func (d *deleted) has(id uint64) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Contains(d.ids, id)
-}
-
-// TestClockDeletionDue: the slices a compaction replaces are kept for
+// testClockDeletionDue: the slices a compaction replaces are kept for
 // keepOld by the client's clock and deleted once it has passed, and a
 // session's start and heartbeat are stamped with the clock.
-func TestClockDeletionDue(t *testing.T) {
-	ctx := context.Background()
-	clk := newFakeClock()
-	rec := &deleted{}
-	st, c := clockVolume(t, clk, meta.Config{DeleteSlice: rec.delete})
+func testClockDeletionDue(t *testing.T, ns newStoreFunc) {
+	ctx := root
+	clk := newClock()
+	rec := &deleteRecorder{ids: map[uint64]uint32{}}
+	st := openStore(t, ns)
+	format(t, st, testFormat())
+	c := newClient(t, st, meta.Config{Now: clk.now, DeleteSlice: rec.delete})
 
 	ss, err := meta.Sessions(ctx, st)
 	if err != nil || len(ss) != 1 {
 		t.Fatalf("sessions: %v, %v", ss, err)
 	}
-	if want := clk.Now().Unix(); ss[0].Heartbeat.Unix() != want || ss[0].Started != want {
+	if want := clk.now().Unix(); ss[0].Heartbeat.Unix() != want || ss[0].Started != want {
 		t.Errorf("session started %d, heartbeat %d; want both %d (the clock)", ss[0].Started, ss[0].Heartbeat.Unix(), want)
 	}
 
-	f := mustCreate(t, c, meta.RootIno, "f", store.TypeFile)
+	f := mkfile(t, c, meta.RootIno, "f")
 	var old []meta.Slice
 	for i := 0; i < 2; i++ {
 		id, err := c.NewSliceID(ctx)
@@ -317,7 +238,7 @@ func TestClockDeletionDue(t *testing.T) {
 	if err := c.CompactChunk(ctx, f.Ino, 0, old, meta.Slice{Id: id, Size: 20, Len: 20}, keep); err != nil {
 		t.Fatal(err)
 	}
-	start := clk.Now()
+	start := clk.now()
 	for _, tc := range []struct {
 		advance time.Duration
 		gone    bool
@@ -327,13 +248,13 @@ func TestClockDeletionDue(t *testing.T) {
 		{time.Minute - time.Second, false},
 		{2 * time.Second, true},
 	} {
-		clk.Add(tc.advance)
+		clk.add(tc.advance)
 		if err := c.FlushDeletions(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range old {
 			if rec.has(s.Id) != tc.gone {
-				t.Errorf("at %v after the compaction: slice %d deleted %v, want %v", clk.Now().Sub(start), s.Id, rec.has(s.Id), tc.gone)
+				t.Errorf("at %v after the compaction: slice %d deleted %v, want %v", clk.now().Sub(start), s.Id, rec.has(s.Id), tc.gone)
 			}
 		}
 	}
