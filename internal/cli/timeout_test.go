@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,25 +87,6 @@ func TestCommandsMetaTimeout(t *testing.T) {
 	}
 }
 
-// serverURL returns a metadata URL on the test server of engine, in a
-// namespace of its own.
-func serverURL(t *testing.T, engine string) string {
-	t.Helper()
-	ns := fmt.Sprintf("cli%d", time.Now().UnixNano())
-	switch engine {
-	case "redis":
-		return strings.TrimRight(testserver.URL(t, testserver.Redis), "/") + "?prefix=" + ns
-	case "postgres":
-		return testserver.URL(t, testserver.Postgres) + "&table_prefix=" + ns + "_"
-	case "mysql":
-		return testserver.URL(t, testserver.MySQL) + "?table_prefix=" + ns + "_"
-	case "etcd":
-		return strings.TrimRight(testserver.URL(t, testserver.Etcd), "/") + "/" + ns
-	}
-	t.Fatalf("unknown engine %s", engine)
-	return ""
-}
-
 // TestStoreMetaTimeout: a volume opened as status, fsck and gc open it
 // (openVolume with --meta-timeout) whose engine stops answering after the
 // opening fails their reads within the bound, and works again once the
@@ -115,7 +95,7 @@ func TestStoreMetaTimeout(t *testing.T) {
 	for _, engine := range []string{"redis", "postgres", "mysql", "etcd"} {
 		t.Run(engine, func(t *testing.T) {
 			ctx := context.Background()
-			url, proxy := testserver.Proxied(t, serverURL(t, engine))
+			url, proxy := testserver.Proxied(t, testserver.MetaURL(t, engine, fmt.Sprintf("cli%d", time.Now().UnixNano())))
 			root := NewRoot()
 			root.SetOut(io.Discard)
 			root.SetArgs([]string{"format", url, "vol", "--bucket", t.TempDir()})
