@@ -98,7 +98,7 @@ func runCompactOffline(ctx context.Context, out io.Writer, metaURL, path string)
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	st, f, obj, err := openVolumeData(ctx, metaURL)
+	st, f, obj, err := openVolumeData(ctx, metaURL, 0)
 	if err != nil {
 		return err
 	}

@@ -93,7 +93,7 @@ func TestFormatS3(t *testing.T) {
 	if strings.Contains(out.String(), sk) || !strings.Contains(out.String(), `"SecretKey": "removed"`) {
 		t.Errorf("format output shows the secret key or does not say it is removed:\n%s", out.String())
 	}
-	st, f, err := openVolume(ctx, metaURL)
+	st, f, err := openVolume(ctx, metaURL, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestFormatS3(t *testing.T) {
 	if err := runFormat(ctx, &out, metaURL2, "vol2", o); err != nil {
 		t.Fatalf("format with keys in the bucket URL: %v", err)
 	}
-	st, f, err = openVolume(ctx, metaURL2)
+	st, f, err = openVolume(ctx, metaURL2, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

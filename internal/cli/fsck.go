@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -17,12 +18,13 @@ import (
 )
 
 type fsckOptions struct {
-	path    string
-	threads int
+	path        string
+	threads     int
+	metaTimeout time.Duration
 }
 
 func newFsck() *cobra.Command {
-	o := fsckOptions{threads: 10}
+	o := fsckOptions{threads: 10, metaTimeout: meta.DefaultOpTimeout}
 	cmd := &cobra.Command{
 		Use:   "fsck META-URL",
 		Short: "Check a volume's metadata and that every block it names exists",
@@ -44,6 +46,7 @@ problem. With --path only that subtree is checked.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.path, "path", "", "check only the subtree at this path of the volume")
 	fl.IntVar(&o.threads, "threads", o.threads, "number of concurrent object checks")
+	fl.Var(secondsValue{&o.metaTimeout}, "meta-timeout", metaTimeoutUsage)
 	return cmd
 }
 
@@ -57,7 +60,7 @@ func runFsck(ctx context.Context, out io.Writer, metaURL string, o *fsckOptions)
 	if o.threads <= 0 {
 		return errors.New("--threads must be positive")
 	}
-	st, f, obj, err := openVolumeData(ctx, metaURL)
+	st, f, obj, err := openVolumeData(ctx, metaURL, o.metaTimeout)
 	if err != nil {
 		return err
 	}

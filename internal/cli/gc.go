@@ -20,13 +20,14 @@ import (
 )
 
 type gcOptions struct {
-	delete  bool
-	threads int
-	minAge  time.Duration
+	delete      bool
+	threads     int
+	minAge      time.Duration
+	metaTimeout time.Duration
 }
 
 func newGC() *cobra.Command {
-	o := gcOptions{threads: 10, minAge: time.Hour}
+	o := gcOptions{threads: 10, minAge: time.Hour, metaTimeout: meta.DefaultOpTimeout}
 	cmd := &cobra.Command{
 		Use:   "gc META-URL",
 		Short: "Find and delete leaked objects and pending deletions",
@@ -50,6 +51,7 @@ worked through now.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&o.delete, "delete", false, "delete leaked objects and flush the deletion queues")
 	fl.IntVar(&o.threads, "threads", o.threads, "number of concurrent object deletions")
+	fl.Var(secondsValue{&o.metaTimeout}, "meta-timeout", metaTimeoutUsage)
 	fl.DurationVar(&o.minAge, "min-age", o.minAge, "skip objects younger than this (tests only)")
 	fl.MarkHidden("min-age")
 	return cmd
@@ -74,7 +76,7 @@ func runGC(ctx context.Context, out io.Writer, metaURL string, o *gcOptions) err
 	if o.threads <= 0 {
 		return fmt.Errorf("--threads must be positive")
 	}
-	st, f, obj, err := openVolumeData(ctx, metaURL)
+	st, f, obj, err := openVolumeData(ctx, metaURL, o.metaTimeout)
 	if err != nil {
 		return err
 	}
@@ -145,7 +147,7 @@ func runGC(ctx context.Context, out io.Writer, metaURL string, o *gcOptions) err
 		if err := gcDelete(ctx, obj, leaks, o.threads, &s, prog); err != nil {
 			return err
 		}
-		if err := flushQueues(ctx, st, f, obj); err != nil {
+		if err := flushQueues(ctx, st, f, obj, opTimeout(o.metaTimeout)); err != nil {
 			return err
 		}
 	}
@@ -258,10 +260,11 @@ func gcDelete(ctx context.Context, obj object.Store, leaks []object.Info, thread
 	return err
 }
 
-// flushQueues works through the deletion queues with a client of its own.
-func flushQueues(ctx context.Context, st store.Store, f *meta.Format, obj object.Store) error {
+// flushQueues works through the deletion queues with a client of its own,
+// whose transactions opTimeout bounds (meta.Config.OpTimeout).
+func flushQueues(ctx context.Context, st store.Store, f *meta.Format, obj object.Store, opTimeout time.Duration) error {
 	cs := chunk.New(obj, chunk.Config{BlockSize: f.BlockSize << 10, HashPrefix: f.HashPrefix})
-	mc, err := meta.NewClient(ctx, st, meta.Config{DeleteSlice: cs.Delete,
+	mc, err := meta.NewClient(ctx, st, meta.Config{DeleteSlice: cs.Delete, OpTimeout: opTimeout,
 		SessionInfo: meta.SessionInfo{MountPoint: "(sluice gc)", Version: Version}})
 	if err != nil {
 		return err

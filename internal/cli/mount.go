@@ -240,7 +240,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		}
 	}
 	ctx := context.Background()
-	st, f, err := openVolume(ctx, metaURL)
+	st, f, err := openVolume(ctx, metaURL, o.metaTimeout)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 func newStatus() *cobra.Command {
-	return &cobra.Command{
+	metaTimeout := meta.DefaultOpTimeout
+	cmd := &cobra.Command{
 		Use:   "status META-URL",
 		Short: "Show a volume's settings and active mounts",
 		Long: `Print the settings of the volume in META-URL (secrets shown as "removed") and
@@ -20,7 +21,7 @@ and last heartbeat.`,
 		Args: exactArgs(1, "META-URL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, f, err := openVolume(ctx, args[0])
+			st, f, err := openVolume(ctx, args[0], metaTimeout)
 			if err != nil {
 				return err
 			}
@@ -55,4 +56,6 @@ and last heartbeat.`,
 			return nil
 		},
 	}
+	cmd.Flags().Var(secondsValue{&metaTimeout}, "meta-timeout", metaTimeoutUsage)
+	return cmd
 }

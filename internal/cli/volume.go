@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
@@ -15,13 +16,30 @@ import (
 	"github.com/sluicefs/sluice/internal/object/prefix"
 )
 
+// metaTimeoutUsage describes --meta-timeout of the commands that work on a
+// volume without mounting it.
+const metaTimeoutUsage = "longest the metadata engine may take to open, and to answer each transaction (retries included), before the command fails (seconds or a duration; 0: wait for ever)"
+
 // openVolume opens the metadata engine at metaURL and reads the volume
-// settings it holds.
-func openVolume(ctx context.Context, metaURL string) (store.Store, *meta.Format, error) {
-	st, err := all.Open(ctx, metaURL, false)
+// settings it holds. A timeout above 0 (--meta-timeout) bounds the
+// opening, and each transaction of the returned store (meta.Bound), so
+// that a command on an engine that stops answering fails instead of
+// hanging.
+func openVolume(ctx context.Context, metaURL string, timeout time.Duration) (store.Store, *meta.Format, error) {
+	octx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		octx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	st, err := all.Open(octx, metaURL, false)
 	if err != nil {
+		if octx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("%w (not open within --meta-timeout %v)", err, timeout)
+		}
 		return nil, nil, err
 	}
+	st = meta.Bound(st, timeout)
 	f, err := meta.Load(ctx, st)
 	if err != nil {
 		st.Close()
@@ -30,11 +48,11 @@ func openVolume(ctx context.Context, metaURL string) (store.Store, *meta.Format,
 	return st, f, nil
 }
 
-// openVolumeData opens the metadata engine at metaURL, the volume
-// settings and the volume's data as it is laid out in the bucket
-// (volumeStore). The caller closes the store.
-func openVolumeData(ctx context.Context, metaURL string) (store.Store, *meta.Format, object.Store, error) {
-	st, f, err := openVolume(ctx, metaURL)
+// openVolumeData opens the metadata engine at metaURL (bounded by
+// timeout as in openVolume), the volume settings and the volume's data as
+// it is laid out in the bucket (volumeStore). The caller closes the store.
+func openVolumeData(ctx context.Context, metaURL string, timeout time.Duration) (store.Store, *meta.Format, object.Store, error) {
+	st, f, err := openVolume(ctx, metaURL, timeout)
 	if err != nil {
 		return nil, nil, nil, err
 	}

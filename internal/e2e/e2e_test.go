@@ -101,21 +101,10 @@ var metaEngines = []string{"sqlite3", "redis", "postgres", "mysql", "etcd"}
 // metaURL returns a metadata URL of a fresh, empty namespace on engine.
 func metaURL(t *testing.T, engine, dir string) string {
 	t.Helper()
-	ns := fmt.Sprintf("e2e%d", time.Now().UnixNano())
-	switch engine {
-	case "sqlite3":
+	if engine == "sqlite3" {
 		return "sqlite3://" + filepath.Join(dir, "meta.db")
-	case "redis":
-		return strings.TrimRight(testserver.URL(t, testserver.Redis), "/") + "?prefix=" + ns
-	case "postgres":
-		return testserver.URL(t, testserver.Postgres) + "&table_prefix=" + ns + "_"
-	case "mysql":
-		return testserver.URL(t, testserver.MySQL) + "?table_prefix=" + ns + "_"
-	case "etcd":
-		return strings.TrimRight(testserver.URL(t, testserver.Etcd), "/") + "/" + ns
 	}
-	t.Fatalf("unknown engine %s", engine)
-	return ""
+	return testserver.MetaURL(t, engine, fmt.Sprintf("e2e%d", time.Now().UnixNano()))
 }
 
 // newVolumeOn formats a volume whose metadata lives on engine.

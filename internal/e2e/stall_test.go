@@ -1,105 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"errors"
-	"net"
 	"os"
-	"regexp"
-	"sync"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/testserver"
 )
-
-// stallProxy forwards TCP connections to a server and can stall them:
-// while stalled, it forwards no byte in either direction and closes
-// nothing, which is what a stopped server or a partition without resets
-// looks like to a client. The server itself is shared with other tests
-// and is never disturbed.
-type stallProxy struct {
-	l       net.Listener
-	target  string
-	mu      sync.Mutex
-	cond    *sync.Cond
-	stalled bool
-	conns   []net.Conn
-}
-
-func newStallProxy(t *testing.T, target string) *stallProxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &stallProxy{l: l, target: target}
-	p.cond = sync.NewCond(&p.mu)
-	go p.serve()
-	t.Cleanup(func() {
-		p.stall(false)
-		l.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-	})
-	return p
-}
-
-func (p *stallProxy) addr() string { return p.l.Addr().String() }
-
-// stall stops (on) or resumes forwarding.
-func (p *stallProxy) stall(on bool) {
-	p.mu.Lock()
-	p.stalled = on
-	p.mu.Unlock()
-	p.cond.Broadcast()
-}
-
-func (p *stallProxy) serve() {
-	for {
-		c, err := p.l.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		go p.pipe(s, c)
-		go p.pipe(c, s)
-	}
-}
-
-// pipe copies from src to dst, holding each chunk while stalled.
-func (p *stallProxy) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			for p.stalled {
-				p.cond.Wait()
-			}
-			p.mu.Unlock()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// serverAddr matches the HOST:PORT of a metadata URL: after the @ of the
-// credentials (MySQL puts it in parentheses), or after the scheme.
-var serverAddr = regexp.MustCompile(`(@\(?|://)(127\.0\.0\.1:\d+)`)
 
 // TestEngineOutageEveryServer: on every engine with a server, a metadata
 // operation made while the engine does not answer fails with EIO within
@@ -114,13 +25,7 @@ func TestEngineOutageEveryServer(t *testing.T) {
 			for _, d := range []string{dir, dir + "/.."} {
 				os.Chmod(d, 0o755)
 			}
-			url := metaURL(t, engine, dir)
-			m := serverAddr.FindStringSubmatchIndex(url)
-			if m == nil {
-				t.Fatalf("no loopback HOST:PORT in %s", url)
-			}
-			proxy := newStallProxy(t, url[m[4]:m[5]])
-			url = url[:m[4]] + proxy.addr() + url[m[5]:]
+			url, proxy := testserver.Proxied(t, metaURL(t, engine, dir))
 			v := &volume{dir: dir, metaURL: url, bucket: dir + "/bucket", mnt: dir + "/mnt", log: dir + "/mount.log"}
 			os.Mkdir(v.mnt, 0o755)
 			mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
@@ -128,11 +33,11 @@ func TestEngineOutageEveryServer(t *testing.T) {
 			v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0", "--meta-timeout", "3")
 			write(t, v.path("before"), []byte("kept"))
 
-			proxy.stall(true)
+			proxy.Stall(true)
 			start := time.Now()
 			err := os.WriteFile(v.path("during"), []byte("x"), 0o644)
 			took := time.Since(start)
-			proxy.stall(false)
+			proxy.Stall(false)
 			if !errors.Is(err, syscall.EIO) {
 				t.Errorf("create while the engine does not answer: %v, want EIO", err)
 			}
@@ -141,6 +46,85 @@ func TestEngineOutageEveryServer(t *testing.T) {
 			}
 			checkAfterOutage(t, v)
 			t.Logf("create during the outage failed after %v", took.Round(time.Millisecond))
+		})
+	}
+}
+
+// TestEngineOutageBufferedWrites: writes a mount holds when the engine
+// stops answering are not kept for later: the commit of their slice fails
+// within --meta-timeout and close(2) reports EIO. Once the engine answers,
+// the file holds what was committed before and, of the failed writes,
+// nothing when their commit was lost with the connection (a server
+// restart), or all of them when it was only held up and arrived after its
+// deadline; never a part. The mount then takes new writes.
+func TestEngineOutageBufferedWrites(t *testing.T) {
+	committed, buffered := bytes.Repeat([]byte("c"), 4096), bytes.Repeat([]byte("b"), 4096)
+	whole := append(bytes.Clone(committed), buffered...)
+	for _, tc := range []struct {
+		name string
+		cut  bool     // drop the connections, and the commit they hold
+		want [][]byte // the file's possible contents after the outage
+	}{
+		{"connections cut", true, [][]byte{committed}},
+		{"commit held up", false, [][]byte{committed, whole}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			requireFUSE(t)
+			dir := t.TempDir()
+			for _, d := range []string{dir, dir + "/.."} {
+				os.Chmod(d, 0o755)
+			}
+			url, proxy := testserver.Proxied(t, metaURL(t, "redis", dir))
+			v := &volume{dir: dir, metaURL: url, bucket: dir + "/bucket", mnt: dir + "/mnt", log: dir + "/mount.log"}
+			os.Mkdir(v.mnt, 0o755)
+			mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
+			const bound = 2 * time.Second
+			v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0", "--meta-timeout", "2")
+
+			f, err := os.Create(v.path("file"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write(committed); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil { // commits, and reserves slice ids for the next writes
+				t.Fatal(err)
+			}
+
+			proxy.Stall(true)
+			if _, err := f.Write(buffered); err != nil {
+				t.Fatalf("a buffered write while the engine does not answer: %v", err)
+			}
+			start := time.Now()
+			err = f.Close()
+			took := time.Since(start)
+			if tc.cut {
+				proxy.Cut()
+			}
+			proxy.Stall(false)
+			if !errors.Is(err, syscall.EIO) {
+				t.Errorf("close with writes buffered while the engine does not answer: %v, want EIO", err)
+			}
+			if took > bound+30*time.Second {
+				t.Errorf("close while the engine does not answer failed after %v, want about %v", took, bound)
+			}
+			eventuallyWithin(t, 60*time.Second, "the mount works again", func() error {
+				return os.WriteFile(v.path("after"), []byte("new"), 0o644)
+			})
+			got, err := os.ReadFile(v.path("file"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(tc.want, func(w []byte) bool { return bytes.Equal(got, w) }) {
+				t.Errorf("after the outage the file holds %d bytes %.8q..., want one of %d possible contents", len(got), got, len(tc.want))
+			}
+			write(t, v.path("file"), []byte("new"))
+			if got, err := os.ReadFile(v.path("file")); err != nil || string(got) != "new" {
+				t.Errorf("a write after the outage: %q, %v", got, err)
+			}
+			t.Logf("close during the outage failed after %v; the file then held %d bytes", took.Round(time.Millisecond), len(got))
 		})
 	}
 }

@@ -105,9 +105,10 @@ func isDot(name []byte) bool {
 	return string(name) == "." || string(name) == ".."
 }
 
-// stamp returns the current time split as the records keep it.
-func stamp() (int64, uint32) {
-	now := time.Now()
+// stamp returns the time of the client's clock (Config.Now) split as the
+// records keep it.
+func (c *Client) stamp() (int64, uint32) {
+	now := c.conf.Now()
 	return now.Unix(), uint32(now.Nanosecond())
 }
 

@@ -52,7 +52,7 @@ func (c *Client) TouchAtime(ctx context.Context, ino Ino, a *Attr) error {
 	if c.conf.ReadOnly || c.conf.AtimeMode == AtimeNone || c.conf.AtimeMode == "" {
 		return nil
 	}
-	now := time.Now()
+	now := c.conf.Now()
 	if a != nil && !needsAtime(c.conf.AtimeMode, a, now) {
 		return nil
 	}

@@ -12,6 +12,22 @@ import (
 // DefaultOpTimeout is Config.OpTimeout when it is zero.
 const DefaultOpTimeout = 30 * time.Second
 
+// Bound returns st with each transaction, its retries included, bounded
+// by d, as a Client bounds its own by Config.OpTimeout; d <= 0 returns st
+// without a bound. A bound st already has is replaced, not nested.
+// Commands that work on a volume without a client (fsck, gc, status)
+// use it so that an engine that stops answering fails them instead of
+// hanging them.
+func Bound(st store.Store, d time.Duration) store.Store {
+	if b, ok := st.(bounded); ok {
+		st = b.Store
+	}
+	if d <= 0 {
+		return st
+	}
+	return bounded{st, d}
+}
+
 // bounded is a store whose transactions each end within d, retries
 // included: an engine that stops answering (a server stopped, a network
 // partitioned with no reset) fails the operation, which reaches the

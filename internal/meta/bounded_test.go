@@ -2,6 +2,8 @@ package meta_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -82,5 +84,39 @@ func TestOpTimeout(t *testing.T) {
 	}
 	if _, err := c.Mknod(ctx, meta.RootIno, []byte("after"), file); err != nil {
 		t.Errorf("create once the engine answers again: %v", err)
+	}
+}
+
+// TestBound: meta.Bound bounds each transaction of a store, replaces a
+// bound the store already has instead of nesting it, and removes it for a
+// zero or negative duration.
+func TestBound(t *testing.T) {
+	st := &stalling{Store: kvstore.New(mem.New(t.Name()))}
+	st.stalled.Store(true)
+	cases := []struct {
+		name   string
+		st     store.Store
+		within string // the bound the error names; "" for no bound
+	}{
+		{"bound", meta.Bound(st, 20*time.Millisecond), "20ms"},
+		{"rebound", meta.Bound(meta.Bound(st, time.Hour), 30*time.Millisecond), "30ms"},
+		{"unbound", meta.Bound(meta.Bound(st, 40*time.Millisecond), 0), ""},
+	}
+	for _, tc := range cases {
+		// The caller's own deadline ends an unbounded transaction.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := tc.st.View(ctx, func(store.Tx) error { return nil })
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v, want a deadline error", tc.name, err)
+			continue
+		}
+		msg := err.Error()
+		switch n := strings.Count(msg, "did not answer within"); {
+		case tc.within == "" && n != 0:
+			t.Errorf("%s: %q, want the caller's deadline, no bound", tc.name, msg)
+		case tc.within != "" && (n != 1 || !strings.Contains(msg, "within "+tc.within)):
+			t.Errorf("%s: %q, want one bound of %s", tc.name, msg, tc.within)
+		}
 	}
 }

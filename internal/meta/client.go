@@ -51,9 +51,13 @@ type Config struct {
 	// files it kept open after unlink). Default 25 heartbeats (5 minutes
 	// with the default heartbeat).
 	SessionTimeout time.Duration
-	// Now tells the time for session expiry and for the trash (the hour
-	// directory a deleted file goes to, and expiry); tests move it.
-	// Default time.Now.
+	// Now is the client's clock: every time the core stamps (atime,
+	// mtime and ctime of each change, session start and heartbeats, the
+	// deletion queue, the trash's hour directories) or compares (relatime,
+	// the directory mtime skip, session expiry, trash expiry, when queued
+	// data is due for deletion) comes from it, so tests, and a server
+	// that replays operations, decide the time. Background work is paced
+	// by real timers, not by Now. Default time.Now.
 	Now func() time.Time
 	// DeleteSlice removes the stored blocks of a slice whose last reference
 	// is gone. Nil leaves deletions queued. It is called from several
@@ -165,6 +169,7 @@ func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool,
 		return false, err
 	}
 	f.MetaVersion = MetaVersion
+	now := time.Now() // a volume is formatted outside any client, by the real clock
 	err = st.Update(ctx, func(tx store.Tx) error {
 		b, err := tx.Setting()
 		if err == nil {
@@ -179,7 +184,6 @@ func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool,
 			created = false
 		} else if errors.Is(err, store.ErrNotFound) {
 			created = true
-			now := time.Now()
 			tx.SetNode(&store.Node{Ino: RootIno, Type: store.TypeDir, Mode: 0o777, Nlink: 2,
 				Atime: now.Unix(), Mtime: now.Unix(), Ctime: now.Unix(),
 				Atimensec: uint32(now.Nanosecond()), Mtimensec: uint32(now.Nanosecond()), Ctimensec: uint32(now.Nanosecond()),
@@ -191,7 +195,7 @@ func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool,
 			return err
 		}
 		if f.TrashDays > 0 {
-			if err := ensureTrashTx(tx); err != nil {
+			if err := ensureTrashTx(tx, now); err != nil {
 				return err
 			}
 		}
@@ -233,9 +237,7 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	if conf.OpTimeout == 0 {
 		conf.OpTimeout = DefaultOpTimeout
 	}
-	if conf.OpTimeout > 0 {
-		st = bounded{st, conf.OpTimeout}
-	}
+	st = Bound(st, conf.OpTimeout)
 	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, done: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -287,7 +289,7 @@ func (c *Client) registerSession(ctx context.Context) error {
 		info.PID = os.Getpid()
 	}
 	if info.Started == 0 {
-		info.Started = time.Now().Unix()
+		info.Started = c.conf.Now().Unix()
 	}
 	b, _ := json.Marshal(info)
 	return c.st.Update(ctx, func(tx store.Tx) error {
@@ -297,7 +299,7 @@ func (c *Client) registerSession(ctx context.Context) error {
 		}
 		tx.SetCounter(counterNextSession, n+1)
 		c.sid = uint64(n)
-		tx.SetSession(store.Session{Sid: c.sid, Heartbeat: time.Now().Unix(), Info: b})
+		tx.SetSession(store.Session{Sid: c.sid, Heartbeat: c.conf.Now().Unix(), Info: b})
 		return nil
 	})
 }
@@ -440,7 +442,7 @@ func (c *Client) heartbeat(ctx context.Context) error {
 		}
 		for _, s := range ss {
 			if s.Sid == c.sid {
-				s.Heartbeat = time.Now().Unix()
+				s.Heartbeat = c.conf.Now().Unix()
 				tx.SetSession(s)
 			}
 		}

@@ -85,7 +85,7 @@ func (c *Client) CompactChunk(ctx context.Context, ino Ino, idx uint32, old []Sl
 			bytes += uint64(o.Len)
 		}
 		tx.SetChunk(holder, 0, old)
-		tx.SetDelFile(store.DelFile{Ino: holder, Length: bytes, Expire: time.Now().Add(keepOld).Unix()}, true)
+		tx.SetDelFile(store.DelFile{Ino: holder, Length: bytes, Expire: c.conf.Now().Add(keepOld).Unix()}, true)
 		return nil
 	})
 	if err != nil && !errors.Is(err, ErrChunkChanged) {

@@ -68,7 +68,7 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 		if existing.Ino != 0 {
 			return syscall.EEXIST
 		}
-		sec, nsec := stamp()
+		sec, nsec := c.stamp()
 		n := &Attr{Ino: ino, Type: nn.Type, Uid: cred.Uid, Gid: cred.Gid, Nlink: 1, Parent: parent, Rdev: nn.Rdev}
 		if err := inheritACL(tx, dir, n, nn.Mode&0o7777, nn.Umask); err != nil {
 			return err
@@ -156,7 +156,7 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		sec, nsec := stamp()
+		sec, nsec := c.stamp()
 		n.Nlink++
 		n.Parent = 0
 		touchCtime(n, sec, nsec)

@@ -60,7 +60,7 @@ func (c *Client) WriteSlice(ctx context.Context, ino Ino, idx uint32, s Slice) (
 				n.Length = end
 			}
 			tx.AppendSlice(ino, idx, s)
-			sec, nsec := stamp()
+			sec, nsec := c.stamp()
 			touchMtime(n, sec, nsec)
 			tx.SetNode(n)
 			out = n

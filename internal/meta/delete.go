@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -34,7 +33,7 @@ func (c *Client) processDeletions(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("list deleted files: %w", err)
 	}
-	now := time.Now().Unix() // queued with the real time, see destroy
+	now := c.conf.Now().Unix() // queued with the same clock, see destroy
 	for _, f := range files {
 		if f.Expire > now {
 			continue

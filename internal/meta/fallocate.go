@@ -67,7 +67,7 @@ func (c *Client) Fallocate(ctx context.Context, ino Ino, mode uint32, off, lengt
 					appendHoles(tx, ino, off, holeEnd)
 				}
 			}
-			sec, nsec := stamp()
+			sec, nsec := c.stamp()
 			if mode&FallocKeepSize == 0 && end > n.Length {
 				grow = align4K(end) - align4K(n.Length)
 				if err := c.checkSpaceQuota(tx, grow); err != nil {
@@ -161,7 +161,7 @@ func (c *Client) CopyFileRange(ctx context.Context, src Ino, srcOff uint64, dst 
 				done += n
 			}
 			copied = length
-			sec, nsec := stamp()
+			sec, nsec := c.stamp()
 			if end := dstOff + length; end > dn.Length {
 				grow = align4K(end) - align4K(dn.Length)
 				if err := c.checkSpaceQuota(tx, grow); err != nil {

@@ -143,7 +143,7 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 			}
 		}
 	}
-	sec, nsec := stamp()
+	sec, nsec := c.stamp()
 	if flags&RenameExchange != 0 {
 		return exchange(tx, sdir, ddir, sn, dn, src, dst, sec, nsec)
 	}

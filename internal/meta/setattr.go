@@ -47,7 +47,7 @@ func (c *Client) SetAttr(ctx context.Context, ino Ino, mask uint32, in *Attr) (*
 			if mask&SetSize != 0 && in.Length > oldLen && n.Flags&flagTruncating != 0 {
 				return errTruncating
 			}
-			if err := applyAttr(tx, cred, n, mask, in); err != nil {
+			if err := c.applyAttr(tx, cred, n, mask, in); err != nil {
 				return err
 			}
 			if mask&SetSize != 0 && in.Length > oldLen {
@@ -81,12 +81,12 @@ func (c *Client) SetAttr(ctx context.Context, ino Ino, mask uint32, in *Attr) (*
 }
 
 // applyAttr checks and applies the ownership, mode and time changes.
-func applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Attr) error {
+func (c *Client) applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Attr) error {
 	owner := cred.IsRoot() || cred.Uid == n.Uid
 	if n.Flags&(FlagImmutable|FlagAppend) != 0 && mask&^(SetViaHandle|SetFlags) != 0 {
 		return syscall.EPERM
 	}
-	sec, nsec := stamp()
+	sec, nsec := c.stamp()
 	changed := false
 	if mask&(SetUid|SetGid) != 0 {
 		newUid, newGid := n.Uid, n.Gid

@@ -81,10 +81,10 @@ func trashDirNode(ino, parent Ino, now time.Time) *Attr {
 		Atime: sec, Mtime: sec, Ctime: sec, Atimensec: nsec, Mtimensec: nsec, Ctimensec: nsec}
 }
 
-// ensureTrashTx creates the .trash directory when it is missing. It reads
-// the root through tx, so a caller must not store a copy of the root it
-// read before.
-func ensureTrashTx(tx store.Tx) error {
+// ensureTrashTx creates the .trash directory, stamped now, when it is
+// missing. It reads the root through tx, so a caller must not store a copy
+// of the root it read before.
+func ensureTrashTx(tx store.Tx, now time.Time) error {
 	if _, err := tx.Node(TrashIno); err == nil {
 		return nil
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -97,7 +97,6 @@ func ensureTrashTx(tx store.Tx) error {
 	if e.Ino != 0 && e.Ino != TrashIno {
 		return fmt.Errorf("root holds an entry %s (inode %d) where the trash belongs: rename it: %w", TrashName, e.Ino, syscall.EEXIST)
 	}
-	now := time.Now()
 	tx.SetNode(trashDirNode(TrashIno, RootIno, now))
 	tx.SetEdge(RootIno, store.Edge{Name: []byte(TrashName), Ino: TrashIno, Type: store.TypeDir})
 	rootNode.Nlink++
@@ -106,24 +105,23 @@ func ensureTrashTx(tx store.Tx) error {
 	return nil
 }
 
-// trashHourDirTx returns the hour directory for t, creating it (and the
-// trash) when missing.
-func trashHourDirTx(tx store.Tx, t time.Time) (Ino, error) {
-	t = t.UTC()
+// trashHourDirTx returns the hour directory for now, creating it (and the
+// trash) stamped now when missing.
+func trashHourDirTx(tx store.Tx, now time.Time) (Ino, error) {
+	t := now.UTC()
 	ino := TrashIno + 1 + Ino(t.Unix()/3600)
 	if _, err := tx.Node(ino); err == nil {
 		return ino, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return 0, fmt.Errorf("read trash directory: %w", err)
 	}
-	if err := ensureTrashTx(tx); err != nil {
+	if err := ensureTrashTx(tx, now); err != nil {
 		return 0, err
 	}
 	trash, err := node(tx, TrashIno)
 	if err != nil {
 		return 0, err
 	}
-	now := time.Now()
 	tx.SetNode(trashDirNode(ino, TrashIno, now))
 	tx.SetEdge(TrashIno, store.Edge{Name: []byte(t.Format(trashHourFormat)), Ino: ino, Type: store.TypeDir})
 	trash.Nlink++
@@ -224,7 +222,7 @@ func (c *Client) emptyTrashDir(ctx context.Context, hour store.Edge) error {
 				return nil
 			}
 			done = true
-			return removeTrashDirTx(tx, hour)
+			return c.removeTrashDirTx(tx, hour)
 		})
 		if err != nil {
 			return err
@@ -237,7 +235,7 @@ func (c *Client) emptyTrashDir(ctx context.Context, hour store.Edge) error {
 }
 
 // removeTrashDirTx deletes an empty hour directory.
-func removeTrashDirTx(tx store.Tx, hour store.Edge) error {
+func (c *Client) removeTrashDirTx(tx store.Tx, hour store.Edge) error {
 	trash, err := node(tx, TrashIno)
 	if err != nil {
 		return err
@@ -248,7 +246,7 @@ func removeTrashDirTx(tx store.Tx, hour store.Edge) error {
 	tx.DeleteEdge(TrashIno, hour.Name)
 	tx.DeleteNode(hour.Ino)
 	trash.Nlink--
-	sec, nsec := stamp()
+	sec, nsec := c.stamp()
 	touchMtime(trash, sec, nsec)
 	tx.SetNode(trash)
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"syscall"
-	"time"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -43,7 +42,7 @@ func (c *Client) isOpen(ino Ino) bool {
 // the last link of a node nobody here holds open deletes the node and its
 // data.
 func (c *Client) dropLink(tx store.Tx, parent Ino, name []byte, n *Attr, r *removal) error {
-	sec, nsec := stamp()
+	sec, nsec := c.stamp()
 	touchCtime(n, sec, nsec)
 	if n.Type != store.TypeDir && n.Nlink == 1 && c.trashEnabled() && !IsTrash(parent) {
 		return c.moveToTrash(tx, parent, name, n)
@@ -83,7 +82,7 @@ func (c *Client) destroy(tx store.Tx, n *Attr, r *removal) error {
 		// while a truncation is unfinished, so an empty file has nothing
 		// to delete later.
 		if n.Length > 0 || n.Flags&flagTruncating != 0 {
-			tx.SetDelFile(store.DelFile{Ino: n.Ino, Length: n.Length, Expire: time.Now().Unix()}, true)
+			tx.SetDelFile(store.DelFile{Ino: n.Ino, Length: n.Length, Expire: c.conf.Now().Unix()}, true)
 		}
 		if n.Flags&flagTruncating != 0 {
 			tx.SetTruncation(store.Truncation{Ino: n.Ino}, false)
@@ -162,7 +161,7 @@ func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool
 		if n.Flags&(FlagImmutable|FlagAppend) != 0 {
 			return syscall.EPERM
 		}
-		sec, nsec := stamp()
+		sec, nsec := c.stamp()
 		if isDir {
 			dir.Nlink--
 		}

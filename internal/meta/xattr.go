@@ -154,7 +154,7 @@ func (c *Client) SetXattr(ctx context.Context, ino Ino, name string, value []byt
 		} else {
 			tx.SetXattr(ino, name, bytes.Clone(value))
 		}
-		sec, nsec := stamp()
+		sec, nsec := c.stamp()
 		touchCtime(n, sec, nsec)
 		tx.SetNode(n)
 		return nil
@@ -188,7 +188,7 @@ func (c *Client) RemoveXattr(ctx context.Context, ino Ino, name string) error {
 		} else {
 			tx.DeleteXattr(ino, name)
 		}
-		sec, nsec := stamp()
+		sec, nsec := c.stamp()
 		touchCtime(n, sec, nsec)
 		tx.SetNode(n)
 		return nil

@@ -8,6 +8,7 @@ package testserver
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -46,4 +47,24 @@ func Missing(t testing.TB, what, hint string) {
 		t.Fatalf("%s: required under CI=true (%s)", what, hint)
 	}
 	t.Skipf("SKIPPING: %s (%s)", what, hint)
+}
+
+// MetaURL returns a metadata URL on the test server of engine (redis,
+// postgres, mysql or etcd) whose volume lives in namespace ns of its own
+// (a key prefix, table prefix or key range), so tests may share a server.
+// It skips t as URL does when the server is missing.
+func MetaURL(t testing.TB, engine, ns string) string {
+	t.Helper()
+	switch engine {
+	case "redis":
+		return strings.TrimRight(URL(t, Redis), "/") + "?prefix=" + ns
+	case "postgres":
+		return URL(t, Postgres) + "&table_prefix=" + ns + "_"
+	case "mysql":
+		return URL(t, MySQL) + "?table_prefix=" + ns + "_"
+	case "etcd":
+		return strings.TrimRight(URL(t, Etcd), "/") + "/" + ns
+	}
+	t.Fatalf("unknown engine %s", engine)
+	return ""
 }

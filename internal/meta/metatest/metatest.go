@@ -87,6 +87,9 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"DeleteWorkers", testDeleteWorkers},
 		{"TruncateManyChunks", testTruncateManyChunks},
 		{"FragmentedChunk", testFragmentedChunk},
+		{"ClockStamps", testClockStamps},
+		{"ClockRelatime", testClockRelatime},
+		{"ClockDeletionDue", testClockDeletionDue},
 		{"Model", func(t *testing.T, ns newStoreFunc) { testModelOps(t, ns, opts.ModelOps) }},
 	}
 	for _, c := range cases {

@@ -116,6 +116,7 @@ type options struct {
 	user     string
 	password string
 	prefix   string
+	wait     time.Duration // how long Open waits for an answer
 }
 
 // parseURL parses a redis:// or rediss:// URL. Its errors never contain the
@@ -248,6 +249,8 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
+	dl, _ := ctx.Deadline() // the caller's, when it is sooner
+	o.wait = time.Until(dl).Round(time.Millisecond)
 	if err := probe(ctx, o.addrs); err != nil {
 		return nil, err
 	}
@@ -321,7 +324,7 @@ func describeOpenError(o *options, err error) error {
 	where := strings.Join(o.addrs, ",")
 	var re redis.Error
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("cannot reach Redis at %s: no answer to PING within %v", where, openTimeout)
+		return fmt.Errorf("cannot reach Redis at %s: no answer to PING within %v", where, o.wait)
 	}
 	if !errors.As(err, &re) {
 		return fmt.Errorf("cannot reach Redis at %s: %v", where, err)

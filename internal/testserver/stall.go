@@ -1,0 +1,124 @@
+package testserver
+
+import (
+	"net"
+	"regexp"
+	"sync"
+	"testing"
+)
+
+// StallProxy forwards TCP connections to a server and can stall them:
+// while stalled, it forwards no byte in either direction and closes
+// nothing, which is what a stopped server or a partition without resets
+// looks like to a client. The server itself, which other tests share, is
+// never disturbed.
+type StallProxy struct {
+	l       net.Listener
+	target  string
+	mu      sync.Mutex
+	cond    *sync.Cond
+	stalled bool
+	conns   []net.Conn
+}
+
+// NewStallProxy starts a proxy to target (HOST:PORT) on a free loopback
+// port; it is closed when t ends.
+func NewStallProxy(t testing.TB, target string) *StallProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &StallProxy{l: l, target: target}
+	p.cond = sync.NewCond(&p.mu)
+	go p.serve()
+	t.Cleanup(func() {
+		p.Stall(false)
+		l.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+	})
+	return p
+}
+
+// serverAddr matches the HOST:PORT of a metadata URL: after the @ of the
+// credentials (MySQL puts it in parentheses), or after the scheme.
+var serverAddr = regexp.MustCompile(`(@\(?|://)(127\.0\.0\.1:\d+)`)
+
+// Proxied starts a StallProxy to the loopback server of the metadata URL
+// u and returns u with the proxy's address in place of the server's.
+func Proxied(t testing.TB, u string) (string, *StallProxy) {
+	t.Helper()
+	m := serverAddr.FindStringSubmatchIndex(u)
+	if m == nil {
+		t.Fatalf("no loopback HOST:PORT in %s", u)
+	}
+	p := NewStallProxy(t, u[m[4]:m[5]])
+	return u[:m[4]] + p.Addr() + u[m[5]:], p
+}
+
+// Addr is the proxy's HOST:PORT.
+func (p *StallProxy) Addr() string { return p.l.Addr().String() }
+
+// Stall stops (on) or resumes forwarding.
+func (p *StallProxy) Stall(on bool) {
+	p.mu.Lock()
+	p.stalled = on
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// Cut closes every connection made so far, dropping what it holds, as a
+// server restart does; new connections are forwarded as before.
+func (p *StallProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *StallProxy) serve() {
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		go p.pipe(s, c)
+		go p.pipe(c, s)
+	}
+}
+
+// pipe copies from src to dst, holding each chunk while stalled.
+func (p *StallProxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.stalled {
+				p.cond.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
