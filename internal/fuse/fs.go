@@ -21,6 +21,7 @@ import (
 type fileSystem struct {
 	gofuse.RawFileSystem // ENOSYS for what is not implemented
 	v                    *vfs.VFS
+	conf                 vfs.Config // v's, which never changes
 	log                  *slog.Logger
 	groups               *groupCache
 }
@@ -28,7 +29,7 @@ type fileSystem struct {
 var _ gofuse.RawFileSystem = (*fileSystem)(nil)
 
 func newFileSystem(v *vfs.VFS, log *slog.Logger) *fileSystem {
-	return &fileSystem{RawFileSystem: gofuse.NewDefaultRawFileSystem(), v: v, log: log, groups: newGroupCache()}
+	return &fileSystem{RawFileSystem: gofuse.NewDefaultRawFileSystem(), v: v, conf: v.Config(), log: log, groups: newGroupCache()}
 }
 
 func (fs *fileSystem) String() string { return "sluice" }
@@ -91,26 +92,26 @@ func (fs *fileSystem) fillEntry(a *meta.Attr, out *gofuse.EntryOut) {
 	out.NodeId = uint64(a.Ino)
 	fillAttr(a, &out.Attr)
 	if a.Type == store.TypeDir {
-		out.SetEntryTimeout(fs.v.Conf.DirEntryTimeout)
+		out.SetEntryTimeout(fs.conf.DirEntryTimeout)
 	} else {
-		out.SetEntryTimeout(fs.v.Conf.EntryTimeout)
+		out.SetEntryTimeout(fs.conf.EntryTimeout)
 	}
-	out.SetAttrTimeout(fs.v.Conf.AttrTimeout)
+	out.SetAttrTimeout(fs.conf.AttrTimeout)
 }
 
 func (fs *fileSystem) attrOut(a *meta.Attr, out *gofuse.AttrOut) {
 	fillAttr(a, &out.Attr)
-	out.SetTimeout(fs.v.Conf.AttrTimeout)
+	out.SetTimeout(fs.conf.AttrTimeout)
 }
 
 func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
 	a, err := fs.v.Lookup(fs.ctx(h), meta.Ino(h.NodeId), []byte(name))
-	if meta.Errno(err) == syscall.ENOENT && fs.v.Conf.NegEntryTimeout > 0 {
+	if meta.Errno(err) == syscall.ENOENT && fs.conf.NegEntryTimeout > 0 {
 		// A reply without a node caches the name's absence, so repeated
 		// misses (PATH and include searches) stay in the kernel; a name
 		// another mount creates stays hidden that long.
 		out.NodeId = 0
-		out.SetEntryTimeout(fs.v.Conf.NegEntryTimeout)
+		out.SetEntryTimeout(fs.conf.NegEntryTimeout)
 		return gofuse.OK
 	}
 	if err != nil {

@@ -40,7 +40,7 @@ type dirStream struct {
 
 // OpenDir opens directory ino for listing.
 func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
-	a, err := v.Meta.OpenDir(ctx, ino)
+	a, err := v.meta.OpenDir(ctx, ino)
 	if err != nil {
 		// A directory another mount removed or renamed over: the kernel
 		// looks the path up again (see Open).
@@ -95,7 +95,7 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 	}
 	for {
 		if !d.loaded || d.plus != plus && off < d.base+uint64(len(d.page)) {
-			if err := d.fetch(ctx, v.Meta, d.after, plus); err != nil {
+			if err := d.fetch(ctx, v.meta, d.after, plus); err != nil {
 				return err
 			}
 		}
@@ -116,13 +116,13 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 		// Move to the next page.
 		last := d.page[len(d.page)-1].Name
 		d.base += uint64(len(d.page))
-		if err := d.fetch(ctx, v.Meta, last, plus); err != nil {
+		if err := d.fetch(ctx, v.meta, last, plus); err != nil {
 			return err
 		}
 	}
 }
 
-func (d *dirStream) fetch(ctx context.Context, m *meta.Client, after []byte, plus bool) error {
+func (d *dirStream) fetch(ctx context.Context, m Meta, after []byte, plus bool) error {
 	es, err := m.ReadDir(ctx, d.ino, after, dirPage, plus)
 	if err != nil {
 		return err

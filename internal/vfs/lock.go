@@ -22,11 +22,11 @@ func (v *VFS) Flock(ctx context.Context, fh uint64, owner uint64, typ uint32, bl
 	}
 	if typ == meta.LockUnlock {
 		return v.unlock(ctx, h.ino, func() error {
-			_, err := v.Meta.Flock(ctx, h.ino, owner, typ, block)
+			_, err := v.meta.Flock(ctx, h.ino, owner, typ, block)
 			return err
 		})
 	}
-	a, err := v.Meta.Flock(ctx, h.ino, owner, typ, block)
+	a, err := v.meta.Flock(ctx, h.ino, owner, typ, block)
 	if err != nil {
 		return err
 	}
@@ -36,18 +36,18 @@ func (v *VFS) Flock(ctx context.Context, fh uint64, owner uint64, typ uint32, bl
 
 // GetLk reports a lock that conflicts with lk (F_GETLK).
 func (v *VFS) GetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.PosixLock) (meta.PosixLock, error) {
-	return v.Meta.GetLk(ctx, ino, owner, lk)
+	return v.meta.GetLk(ctx, ino, owner, lk)
 }
 
 // SetLk applies a POSIX record lock (F_SETLK, F_SETLKW with block).
 func (v *VFS) SetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.PosixLock, block bool) error {
 	if lk.Type == meta.LockUnlock {
 		return v.unlock(ctx, ino, func() error {
-			_, err := v.Meta.SetLk(ctx, ino, owner, lk, block)
+			_, err := v.meta.SetLk(ctx, ino, owner, lk, block)
 			return err
 		})
 	}
-	a, err := v.Meta.SetLk(ctx, ino, owner, lk, block)
+	a, err := v.meta.SetLk(ctx, ino, owner, lk, block)
 	if err != nil {
 		return err
 	}
