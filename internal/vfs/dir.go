@@ -94,8 +94,24 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 		d.base, d.page, d.after, d.eof, d.loaded = 2, nil, nil, false, false
 	}
 	for {
-		if !d.loaded || d.plus != plus && off < d.base+uint64(len(d.page)) {
+		switch {
+		case !d.loaded:
 			if err := d.fetch(ctx, v.meta, d.after, plus); err != nil {
+				return err
+			}
+		case plus && !d.plus && off < d.base+uint64(len(d.page)):
+			// The kernel switched to READDIRPLUS within the page. Read
+			// the rest of it again, with attributes, from the entry at
+			// off: entries added or removed before that one since the
+			// page was read must not shift the offsets that follow. (A
+			// switch the other way keeps the page; the attributes go
+			// unused.)
+			after := d.after
+			if i := off - d.base; i > 0 {
+				after = d.page[i-1].Name
+			}
+			d.base = off
+			if err := d.fetch(ctx, v.meta, after, plus); err != nil {
 				return err
 			}
 		}
