@@ -243,7 +243,7 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 	pid := meta.CredOf(ctx).Pid
 	if gone, changed := unlinked(a), a.Type == store.TypeFile && v.view.attrChanged(a); gone || changed {
 		if v.stale.refuse(ino, pid) {
-			v.meta.Release(ctx, ino)
+			v.meta.Release(context.WithoutCancel(ctx), ino)
 			return nil, 0, syscall.ESTALE
 		}
 		if changed {
@@ -255,7 +255,7 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 		v.stale.passed(ino, pid)
 	}
 	if a.Type == store.TypeDir {
-		v.meta.Release(ctx, ino)
+		v.meta.Release(context.WithoutCancel(ctx), ino)
 		return nil, 0, syscall.EISDIR
 	}
 	if a.Type != store.TypeFile {
@@ -311,7 +311,9 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, e
 	return int(n), nil
 }
 
-// Write writes data at off.
+// Write writes data at off. It writes all of data or, failing, none:
+// once the bytes are in the file's buffers they will be committed, so a
+// cancellation of ctx (an interrupted request) counts only before.
 func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) error {
 	h, err := v.handle(fh)
 	if err != nil {
@@ -323,8 +325,11 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 	if off+uint64(len(data)) > 1<<60 {
 		return syscall.EFBIG
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f := h.file
-	if err := f.writer.Write(ctx, data, off); err != nil {
+	if err := f.writer.Write(context.WithoutCancel(ctx), data, off); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -336,7 +341,9 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 
 // Flush commits the handle's buffered writes (close(2) of a descriptor)
 // and, when lockOwner is not 0, drops the POSIX locks that owner holds on
-// the file, as closing any descriptor of it does.
+// the file, as closing any descriptor of it does. A cancellation of ctx
+// (the closing process was killed) ends the wait for the commit, which
+// goes on in the background, and never keeps the locks.
 func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 	h, err := v.handle(fh)
 	if err != nil {
@@ -347,7 +354,7 @@ func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 		err = h.file.flush(ctx)
 	}
 	if lockOwner != 0 {
-		if lerr := v.meta.ReleaseLocks(ctx, h.ino, lockOwner); err == nil {
+		if lerr := v.meta.ReleaseLocks(context.WithoutCancel(ctx), h.ino, lockOwner); err == nil {
 			err = lerr
 		}
 	}
@@ -358,7 +365,8 @@ func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 func (v *VFS) Fsync(ctx context.Context, fh uint64) error { return v.Flush(ctx, fh, 0) }
 
 // Release closes a handle; the last handle of a file commits its writes.
-// A flock held by flockOwner (not 0) is released.
+// A flock held by flockOwner (not 0) is released. A cancellation of ctx
+// ends only the wait for the commit: the flock and the handle go.
 func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 	v.mu.Lock()
 	h, ok := v.mu.handles[fh]
@@ -372,8 +380,9 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 		// Commit before the flock goes, so that the next holder reads it.
 		err = f.flush(ctx)
 	}
+	cleanup := context.WithoutCancel(ctx)
 	if flockOwner != 0 {
-		if _, ferr := v.meta.Flock(ctx, h.ino, flockOwner, meta.LockUnlock, false); err == nil {
+		if _, ferr := v.meta.Flock(cleanup, h.ino, flockOwner, meta.LockUnlock, false); err == nil {
 			err = ferr
 		}
 	}
@@ -387,7 +396,7 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 		f.mu.Unlock()
 		v.mu.Unlock()
 	}
-	if rerr := v.meta.Release(ctx, h.ino); err == nil {
+	if rerr := v.meta.Release(cleanup, h.ino); err == nil {
 		err = rerr
 	}
 	return err

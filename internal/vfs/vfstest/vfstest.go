@@ -108,6 +108,7 @@ func Run(t *testing.T, newVFS func(t *testing.T) *vfs.VFS) {
 		{"Errors", errorTests},
 		{"Locks", lockTests},
 		{"ReadDir", readDirTests},
+		{"Interrupts", interruptTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
