@@ -365,9 +365,14 @@ func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 func (v *VFS) Fsync(ctx context.Context, fh uint64) error { return v.Flush(ctx, fh, 0) }
 
 // Release closes a handle; the last handle of a file commits its writes.
-// A flock held by flockOwner (not 0) is released. A cancellation of ctx
-// ends only the wait for the commit: the flock and the handle go.
+// A flock held by flockOwner (not 0) is released. Release runs to the end
+// whatever becomes of ctx (only its credentials count): no process waits
+// for it that could give up — the kernel sends it after the last close,
+// and a failed open cleans up with it — and what comes next, the next
+// holder of the flock or the next open, must find the writes committed
+// and the handle gone.
 func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
+	ctx = context.WithoutCancel(ctx)
 	v.mu.Lock()
 	h, ok := v.mu.handles[fh]
 	delete(v.mu.handles, fh)
@@ -380,9 +385,8 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 		// Commit before the flock goes, so that the next holder reads it.
 		err = f.flush(ctx)
 	}
-	cleanup := context.WithoutCancel(ctx)
 	if flockOwner != 0 {
-		if _, ferr := v.meta.Flock(cleanup, h.ino, flockOwner, meta.LockUnlock, false); err == nil {
+		if _, ferr := v.meta.Flock(ctx, h.ino, flockOwner, meta.LockUnlock, false); err == nil {
 			err = ferr
 		}
 	}
@@ -396,7 +400,7 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 		f.mu.Unlock()
 		v.mu.Unlock()
 	}
-	if rerr := v.meta.Release(cleanup, h.ino); err == nil {
+	if rerr := v.meta.Release(ctx, h.ino); err == nil {
 		err = rerr
 	}
 	return err
