@@ -253,6 +253,16 @@ func testCopyFileRange(t *testing.T, fs *fsys) {
 	defer fs.close(ro)
 	_, err = fs.v.CopyFileRange(ctx, ro, 0, ro, 0, 1)
 	wantErrno(t, "copy_file_range into a read-only handle", err, syscall.EBADF)
+	rw := fs.open(src, syscall.O_RDWR)
+	defer fs.close(rw)
+	_, err = fs.v.CopyFileRange(ctx, rw, 0, rw, 10, 100)
+	wantErrno(t, "copy_file_range over its own source range", err, syscall.EINVAL)
+	dw := fs.open(dst, syscall.O_WRONLY)
+	defer fs.close(dw)
+	if n, err := fs.v.CopyFileRange(ctx, rw, 10*BlockSize, dw, 0, 100); err != nil || n != 0 {
+		t.Errorf("copy_file_range from past the end: %d bytes, %v; want 0", n, err)
+	}
+	wantErrno(t, "a write past the largest offset", fs.v.Write(ctx, rw, 1<<60, []byte("x")), syscall.EFBIG)
 }
 
 // testPunchHole: a hole punched over buffered and committed data reads
