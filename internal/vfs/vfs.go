@@ -7,6 +7,14 @@
 // Errors follow package meta: a syscall.Errno, possibly wrapped, for POSIX
 // failures; anything else is an I/O failure the caller reports as EIO.
 //
+// Cancellation: the access path cancels ctx when the request is
+// interrupted (its process got a signal, or is being killed). That ends
+// what the operation waits for — a lock, a metadata or object request, a
+// commit — and the operation fails with EINTR; it never cuts short what
+// other processes rely on: Flush still drops the closing process's POSIX
+// locks, an unlock unlocks, Release runs to the end, and a Write is
+// applied whole or not at all.
+//
 // Consistency across mounts (docs/consistency.md states it for users):
 //   - close-to-open: writes become visible to other mounts at Flush (every
 //     close), Fsync or the last Release; Open drops what the file's handles
