@@ -30,6 +30,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/engine/mem"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/object"
 	objmem "github.com/sluicefs/sluice/internal/object/mem"
 	"github.com/sluicefs/sluice/internal/vfs"
 )
@@ -45,6 +46,9 @@ type Options struct {
 	Store func(t *testing.T) store.Store
 	// Meta configures the metadata client.
 	Meta meta.Config
+	// Object, when set, wraps the in-memory object store (to hold or
+	// fail requests).
+	Object func(object.Store) object.Store
 	// Chunk configures the chunk store; BlockSize is always BlockSize.
 	Chunk chunk.Config
 	// VFS configures the VFS.
@@ -76,7 +80,11 @@ func New(t *testing.T, o Options) *vfs.VFS {
 	if len(cc.CacheDirs) > 0 && cc.VolumeUUID == "" {
 		cc.VolumeUUID = f.UUID
 	}
-	s, err := chunk.Open(objmem.New("vfstest"), cc)
+	var obj object.Store = objmem.New("vfstest")
+	if o.Object != nil {
+		obj = o.Object(obj)
+	}
+	s, err := chunk.Open(obj, cc)
 	if err != nil {
 		t.Fatalf("open chunk store: %v", err)
 	}
