@@ -138,17 +138,25 @@ func TestKilledLockWaiter(t *testing.T) {
 	}
 }
 
-// TestKilledWhileEngineStalls: a process whose stat(2) waits on a
+// TestKilledWhileEngineStalls: a process whose mkdir(2) waits on a
 // metadata engine that does not answer is killed; the mount must end the
 // request at once, not at --meta-timeout (an hour here), and work again
-// once the engine answers.
+// once the engine answers. The engine's traffic is held by a proxy.
+// (Whether the mkdir is applied is open: its request may already be on
+// its way to the engine.)
 func TestKilledWhileEngineStalls(t *testing.T) {
+	for _, engine := range []string{"etcd", "postgres", "mysql", "redis"} {
+		t.Run(engine, func(t *testing.T) { testKilledWhileEngineStalls(t, engine) })
+	}
+}
+
+func testKilledWhileEngineStalls(t *testing.T, engine string) {
 	requireFUSE(t)
 	dir := t.TempDir()
 	for _, d := range []string{dir, dir + "/.."} {
 		os.Chmod(d, 0o755)
 	}
-	url := metaURL(t, "etcd", dir)
+	url := metaURL(t, engine, dir)
 	m := serverAddr.FindStringSubmatchIndex(url)
 	if m == nil {
 		t.Fatalf("no loopback HOST:PORT in %s", url)
@@ -162,9 +170,9 @@ func TestKilledWhileEngineStalls(t *testing.T) {
 	write(t, v.path("before"), []byte("kept"))
 
 	proxy.stall(true)
-	stat := exec.Command("stat", v.path("before"))
-	done := startBlocked(t, stat)
-	killAndWait(t, "stat", stat, done, func() { proxy.stall(false) })
+	mkdir := exec.Command("mkdir", v.path("during"))
+	done := startBlocked(t, mkdir)
+	killAndWait(t, "mkdir", mkdir, done, func() { proxy.stall(false) })
 	proxy.stall(false)
 
 	eventuallyWithin(t, 60*time.Second, "the mount works again", func() error {
