@@ -96,7 +96,7 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 	for {
 		switch {
 		case !d.loaded:
-			if err := d.fetch(ctx, v.meta, d.after, plus); err != nil {
+			if err := d.fetch(ctx, v.meta, d.base, d.after, plus); err != nil {
 				return err
 			}
 		case plus && !d.plus && off < d.base+uint64(len(d.page)):
@@ -110,8 +110,7 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 			if i := off - d.base; i > 0 {
 				after = d.page[i-1].Name
 			}
-			d.base = off
-			if err := d.fetch(ctx, v.meta, after, plus); err != nil {
+			if err := d.fetch(ctx, v.meta, off, after, plus); err != nil {
 				return err
 			}
 		}
@@ -131,19 +130,22 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 		}
 		// Move to the next page.
 		last := d.page[len(d.page)-1].Name
-		d.base += uint64(len(d.page))
-		if err := d.fetch(ctx, v.meta, last, plus); err != nil {
+		if err := d.fetch(ctx, v.meta, d.base+uint64(len(d.page)), last, plus); err != nil {
 			return err
 		}
 	}
 }
 
-func (d *dirStream) fetch(ctx context.Context, m Meta, after []byte, plus bool) error {
+// fetch reads the page of entries after the name after, whose first
+// entry has offset base+1. A failure (an interrupted request) keeps the
+// page the stream had, so that the kernel's retry at the same offset
+// resumes where it stopped.
+func (d *dirStream) fetch(ctx context.Context, m Meta, base uint64, after []byte, plus bool) error {
 	es, err := m.ReadDir(ctx, d.ino, after, dirPage, plus)
 	if err != nil {
 		return err
 	}
-	d.page, d.after, d.plus, d.loaded = es, after, plus, true
+	d.base, d.page, d.after, d.plus, d.loaded = base, es, after, plus, true
 	d.eof = len(es) < dirPage
 	return nil
 }

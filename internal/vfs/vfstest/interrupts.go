@@ -3,10 +3,12 @@ package vfstest
 import (
 	"bytes"
 	"context"
+	"slices"
 	"syscall"
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/vfs"
 )
 
 // An access path cancels an operation's context when the kernel
@@ -19,6 +21,7 @@ var interruptTests = []test{
 	{"ReleaseDropsFlock", testInterruptedRelease},
 	{"UnlockUnlocks", testInterruptedUnlock},
 	{"WriteIsWholeOrNothing", testInterruptedWrite},
+	{"ReadDirResumes", testInterruptedReadDir},
 }
 
 // cancelled returns a root context that is already cancelled.
@@ -97,5 +100,40 @@ func testInterruptedWrite(t *testing.T, fs *fsys) {
 		t.Fatalf("interrupted write succeeded, but the file has %d bytes (differing at %d)", len(got), firstDiff(got, data))
 	case err != nil && len(got) != 0:
 		t.Fatalf("interrupted write failed (%v), but the file has %d bytes", err, len(got))
+	}
+}
+
+// testInterruptedReadDir: a directory read interrupted while it fetches
+// the next page fails, and the kernel's retry at the same offset resumes
+// there, also when entries before it were removed meanwhile.
+func testInterruptedReadDir(t *testing.T, fs *fsys) {
+	ctx := asRoot()
+	d := fs.mkdir(meta.RootIno, "d", 0o755)
+	names := fillDir(fs, d, manyEntries)
+	s := fs.openStream(d)
+	got := namesOf(s.next(2+999, false)) // all but the last entry of the first page
+	// The interrupted call takes the last entry of the page and fetches
+	// the next one. When it fails, the kernel keeps none of what it got
+	// (the reply is an error); when it succeeds (an engine that ignores
+	// cancellation), the kernel keeps it all.
+	var taken []vfs.DirEntry
+	err := fs.v.ReadDir(cancelled(), s.fh, s.off, false, func(e vfs.DirEntry) bool {
+		if len(taken) == 5 {
+			return false
+		}
+		taken = append(taken, e)
+		return true
+	})
+	if err == nil && len(taken) > 0 {
+		got = append(got, namesOf(taken)...)
+		s.off = taken[len(taken)-1].Off
+	}
+	for _, n := range names[:5] {
+		if err := fs.v.Unlink(ctx, d, []byte(n)); err != nil {
+			t.Fatalf("unlink: %v", err)
+		}
+	}
+	if got := append(got, namesOf(s.rest(100, false))...); !slices.Equal(got, names) {
+		t.Fatalf("after an interrupted read (%v): %d names, want %d (first difference at %d)", err, len(got), len(names), firstDiffStrings(got, names))
 	}
 }
