@@ -27,7 +27,17 @@ func startBlocked(t *testing.T, cmd *exec.Cmd) <-chan error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	stack := fmt.Sprintf("/proc/%d/stack", cmd.Process.Pid)
+	proc := fmt.Sprintf("/proc/%d/", cmd.Process.Pid)
+	// inRequest reports where the process sleeps: its kernel stack, or
+	// where that is not available, its wait channel.
+	inRequest := func() (bool, string) {
+		if b, err := os.ReadFile(proc + "stack"); err == nil && len(b) > 0 {
+			return strings.Contains(string(b), "request_wait_answer"), string(b)
+		}
+		b, _ := os.ReadFile(proc + "wchan")
+		w := string(b)
+		return w == "request_wait_answer" || w == "fuse_simple_request", w
+	}
 	// A request the mount has not read yet also waits there, and a kill
 	// would just withdraw it: ask for the wait twice, a poll apart, so
 	// that the mount has most likely read the request.
@@ -38,13 +48,9 @@ func startBlocked(t *testing.T, cmd *exec.Cmd) <-chan error {
 			t.Fatalf("%s ended before it blocked: %v\n%s", cmd.Path, err, out.String())
 		default:
 		}
-		b, err := os.ReadFile(stack)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(string(b), "request_wait_answer") {
+		if ok, where := inRequest(); !ok {
 			waits = 0
-			return fmt.Errorf("not in a FUSE request:\n%s", b)
+			return fmt.Errorf("not in a FUSE request:\n%s", where)
 		}
 		if waits++; waits < 2 {
 			return fmt.Errorf("in a FUSE request once")
