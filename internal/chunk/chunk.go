@@ -295,10 +295,16 @@ func (s *Store) block(ctx context.Context, id uint64, size uint32, index int) ([
 	if b, ok := s.cached(key, want); ok {
 		return b, nil
 	}
-	v, err, _ := s.fetches.Do(key, func() (any, error) {
+	// The fetch serves every reader that joins it, so it must not end
+	// with the context of the one that started it (an interrupted
+	// request): it runs detached, bounded by fetchTimeout, and each
+	// reader waits for it only as long as its own context lasts.
+	ch := s.fetches.DoChan(key, func() (any, error) {
 		if b, ok := s.cached(key, want); ok {
 			return b, nil
 		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+		defer cancel()
 		r, err := s.obj.Get(ctx, key, 0, -1)
 		if err != nil {
 			return nil, fmt.Errorf("read block %s: %w", key, err)
@@ -311,10 +317,15 @@ func (s *Store) block(ctx context.Context, id uint64, size uint32, index int) ([
 		s.cache.Put(key, b)
 		return b, nil
 	})
-	if err != nil {
-		return nil, err
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.([]byte), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("read block %s: %w", key, ctx.Err())
 	}
-	return v.([]byte), nil
 }
 
 // cached returns block key from the caches when it has the expected

@@ -8,7 +8,7 @@ import (
 )
 
 func (fs *fileSystem) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
-	a, fh, err := fs.v.Create(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), []byte(name),
+	a, fh, err := fs.v.Create(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), []byte(name),
 		uint16(in.Mode&0o7777), uint16(in.Umask), in.Flags)
 	if err != nil {
 		return fs.status("create", err)
@@ -19,7 +19,7 @@ func (fs *fileSystem) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name s
 }
 
 func (fs *fileSystem) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
-	_, fh, err := fs.v.Open(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), in.Flags)
+	_, fh, err := fs.v.Open(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), in.Flags)
 	if err != nil {
 		return fs.status("open", err)
 	}
@@ -33,7 +33,7 @@ func (fs *fileSystem) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte
 	if cap(buf) < int(in.Size) {
 		buf = make([]byte, in.Size)
 	}
-	n, err := fs.v.Read(fs.ctx(&in.InHeader), in.Fh, in.Offset, buf[:in.Size])
+	n, err := fs.v.Read(fs.ctx(cancel, &in.InHeader), in.Fh, in.Offset, buf[:in.Size])
 	if err != nil {
 		return nil, fs.status("read", err)
 	}
@@ -43,18 +43,18 @@ func (fs *fileSystem) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte
 }
 
 func (fs *fileSystem) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
-	if err := fs.v.Write(fs.ctx(&in.InHeader), in.Fh, in.Offset, data); err != nil {
+	if err := fs.v.Write(fs.ctx(cancel, &in.InHeader), in.Fh, in.Offset, data); err != nil {
 		return 0, fs.status("write", err)
 	}
 	return uint32(len(data)), gofuse.OK
 }
 
 func (fs *fileSystem) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status {
-	return fs.status("flush", fs.v.Flush(fs.ctx(&in.InHeader), in.Fh, in.LockOwner))
+	return fs.status("flush", fs.v.Flush(fs.ctx(cancel, &in.InHeader), in.Fh, in.LockOwner))
 }
 
 func (fs *fileSystem) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
-	return fs.status("fsync", fs.v.Fsync(fs.ctx(&in.InHeader), in.Fh))
+	return fs.status("fsync", fs.v.Fsync(fs.ctx(cancel, &in.InHeader), in.Fh))
 }
 
 func (fs *fileSystem) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
@@ -62,14 +62,14 @@ func (fs *fileSystem) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 	if in.ReleaseFlags&gofuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
 		flockOwner = in.LockOwner
 	}
-	if err := fs.v.Release(fs.ctx(&in.InHeader), in.Fh, flockOwner); err != nil {
+	if err := fs.v.Release(fs.ctx(cancel, &in.InHeader), in.Fh, flockOwner); err != nil {
 		fs.status("release", err)
 	}
 }
 
 // Fallocate applies fallocate(2); see meta.Fallocate for the modes.
 func (fs *fileSystem) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) gofuse.Status {
-	return fs.status("fallocate", fs.v.Fallocate(fs.ctx(&in.InHeader), in.Fh, in.Mode, in.Offset, in.Length))
+	return fs.status("fallocate", fs.v.Fallocate(fs.ctx(cancel, &in.InHeader), in.Fh, in.Mode, in.Offset, in.Length))
 }
 
 // CopyFileRange shares stored slices between the two files instead of
@@ -78,7 +78,7 @@ func (fs *fileSystem) CopyFileRange(cancel <-chan struct{}, in *gofuse.CopyFileR
 	if in.Flags != 0 {
 		return 0, gofuse.EINVAL
 	}
-	n, err := fs.v.CopyFileRange(fs.ctx(&in.InHeader), in.FhIn, in.OffIn, in.FhOut, in.OffOut, min(in.Len, 1<<30))
+	n, err := fs.v.CopyFileRange(fs.ctx(cancel, &in.InHeader), in.FhIn, in.OffIn, in.FhOut, in.OffOut, min(in.Len, 1<<30))
 	if err != nil {
 		return 0, fs.status("copy_file_range", err)
 	}
@@ -86,7 +86,7 @@ func (fs *fileSystem) CopyFileRange(cancel <-chan struct{}, in *gofuse.CopyFileR
 }
 
 func (fs *fileSystem) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
-	fh, err := fs.v.OpenDir(fs.ctx(&in.InHeader), meta.Ino(in.NodeId))
+	fh, err := fs.v.OpenDir(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId))
 	if err != nil {
 		return fs.status("opendir", err)
 	}
@@ -95,14 +95,14 @@ func (fs *fileSystem) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *go
 }
 
 func (fs *fileSystem) ReadDir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
-	err := fs.v.ReadDir(fs.ctx(&in.InHeader), in.Fh, in.Offset, false, func(e vfs.DirEntry) bool {
+	err := fs.v.ReadDir(fs.ctx(cancel, &in.InHeader), in.Fh, in.Offset, false, func(e vfs.DirEntry) bool {
 		return out.AddDirEntry(gofuse.DirEntry{Mode: typeBits[e.Type], Name: string(e.Name), Ino: uint64(e.Ino), Off: e.Off})
 	})
 	return fs.status("readdir", err)
 }
 
 func (fs *fileSystem) ReadDirPlus(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
-	err := fs.v.ReadDir(fs.ctx(&in.InHeader), in.Fh, in.Offset, true, func(e vfs.DirEntry) bool {
+	err := fs.v.ReadDir(fs.ctx(cancel, &in.InHeader), in.Fh, in.Offset, true, func(e vfs.DirEntry) bool {
 		eo := out.AddDirLookupEntry(gofuse.DirEntry{Mode: typeBits[e.Type], Name: string(e.Name), Ino: uint64(e.Ino), Off: e.Off})
 		if eo == nil {
 			return false
@@ -122,7 +122,7 @@ func (fs *fileSystem) FsyncDir(cancel <-chan struct{}, in *gofuse.FsyncIn) gofus
 }
 
 func (fs *fileSystem) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, dest []byte) (uint32, gofuse.Status) {
-	v, err := fs.v.GetXattr(fs.ctx(h), meta.Ino(h.NodeId), name)
+	v, err := fs.v.GetXattr(fs.ctx(cancel, h), meta.Ino(h.NodeId), name)
 	if err != nil {
 		return 0, fs.status("getxattr", err)
 	}
@@ -133,7 +133,7 @@ func (fs *fileSystem) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name 
 }
 
 func (fs *fileSystem) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (uint32, gofuse.Status) {
-	names, err := fs.v.ListXattr(fs.ctx(h), meta.Ino(h.NodeId))
+	names, err := fs.v.ListXattr(fs.ctx(cancel, h), meta.Ino(h.NodeId))
 	if err != nil {
 		return 0, fs.status("listxattr", err)
 	}
@@ -148,9 +148,9 @@ func (fs *fileSystem) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest
 }
 
 func (fs *fileSystem) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name string, data []byte) gofuse.Status {
-	return fs.status("setxattr", fs.v.SetXattr(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), name, data, in.Flags))
+	return fs.status("setxattr", fs.v.SetXattr(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), name, data, in.Flags))
 }
 
 func (fs *fileSystem) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
-	return fs.status("removexattr", fs.v.RemoveXattr(fs.ctx(h), meta.Ino(h.NodeId), name))
+	return fs.status("removexattr", fs.v.RemoveXattr(fs.ctx(cancel, h), meta.Ino(h.NodeId), name))
 }

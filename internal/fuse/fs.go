@@ -21,6 +21,7 @@ import (
 type fileSystem struct {
 	gofuse.RawFileSystem // ENOSYS for what is not implemented
 	v                    *vfs.VFS
+	conf                 vfs.Config // v's, which never changes
 	log                  *slog.Logger
 	groups               *groupCache
 }
@@ -28,18 +29,45 @@ type fileSystem struct {
 var _ gofuse.RawFileSystem = (*fileSystem)(nil)
 
 func newFileSystem(v *vfs.VFS, log *slog.Logger) *fileSystem {
-	return &fileSystem{RawFileSystem: gofuse.NewDefaultRawFileSystem(), v: v, log: log, groups: newGroupCache()}
+	return &fileSystem{RawFileSystem: gofuse.NewDefaultRawFileSystem(), v: v, conf: v.Config(), log: log, groups: newGroupCache()}
 }
 
 func (fs *fileSystem) String() string { return "sluice" }
 
-// ctx carries the credentials of the calling process.
-func (fs *fileSystem) ctx(h *gofuse.InHeader) context.Context {
+// ctx returns the context of a request: it carries the credentials of
+// the calling process and is cancelled when the kernel interrupts the
+// request (see requestContext).
+func (fs *fileSystem) ctx(cancel <-chan struct{}, h *gofuse.InHeader) context.Context {
 	c := meta.Cred{Uid: h.Uid, Gid: h.Gid, Pid: h.Pid}
 	if c.Uid != 0 {
 		c.Gids = fs.groups.get(h.Pid)
 	}
-	return meta.WithCred(context.Background(), c)
+	return requestContext{Context: meta.WithCred(context.Background(), c), cancel: cancel}
+}
+
+// requestContext is the context of one FUSE request. go-fuse closes
+// cancel when the kernel sends INTERRUPT for the request — the calling
+// process got a signal, or was killed while it waited — and when the
+// mount goes away; the context is then cancelled, so that the metadata
+// and object requests made for it stop and the operation ends with
+// EINTR (vfs keeps what must happen anyway, such as releasing locks at
+// close, out of its reach). go-fuse reuses the channel of a request that
+// was not interrupted for a later one, so the context must not outlive
+// its request: nothing started for a request may keep it.
+type requestContext struct {
+	context.Context // the caller's credentials; never cancelled
+	cancel          <-chan struct{}
+}
+
+func (c requestContext) Done() <-chan struct{} { return c.cancel }
+
+func (c requestContext) Err() error {
+	select {
+	case <-c.cancel:
+		return context.Canceled
+	default:
+		return nil
+	}
 }
 
 // status maps an error to a FUSE status, logging unexpected failures.
@@ -91,26 +119,26 @@ func (fs *fileSystem) fillEntry(a *meta.Attr, out *gofuse.EntryOut) {
 	out.NodeId = uint64(a.Ino)
 	fillAttr(a, &out.Attr)
 	if a.Type == store.TypeDir {
-		out.SetEntryTimeout(fs.v.Conf.DirEntryTimeout)
+		out.SetEntryTimeout(fs.conf.DirEntryTimeout)
 	} else {
-		out.SetEntryTimeout(fs.v.Conf.EntryTimeout)
+		out.SetEntryTimeout(fs.conf.EntryTimeout)
 	}
-	out.SetAttrTimeout(fs.v.Conf.AttrTimeout)
+	out.SetAttrTimeout(fs.conf.AttrTimeout)
 }
 
 func (fs *fileSystem) attrOut(a *meta.Attr, out *gofuse.AttrOut) {
 	fillAttr(a, &out.Attr)
-	out.SetTimeout(fs.v.Conf.AttrTimeout)
+	out.SetTimeout(fs.conf.AttrTimeout)
 }
 
 func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
-	a, err := fs.v.Lookup(fs.ctx(h), meta.Ino(h.NodeId), []byte(name))
-	if meta.Errno(err) == syscall.ENOENT && fs.v.Conf.NegEntryTimeout > 0 {
+	a, err := fs.v.Lookup(fs.ctx(cancel, h), meta.Ino(h.NodeId), []byte(name))
+	if meta.Errno(err) == syscall.ENOENT && fs.conf.NegEntryTimeout > 0 {
 		// A reply without a node caches the name's absence, so repeated
 		// misses (PATH and include searches) stay in the kernel; a name
 		// another mount creates stays hidden that long.
 		out.NodeId = 0
-		out.SetEntryTimeout(fs.v.Conf.NegEntryTimeout)
+		out.SetEntryTimeout(fs.conf.NegEntryTimeout)
 		return gofuse.OK
 	}
 	if err != nil {
@@ -124,7 +152,7 @@ func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name st
 func (fs *fileSystem) Forget(nodeid, nlookup uint64) {}
 
 func (fs *fileSystem) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) gofuse.Status {
-	a, err := fs.v.GetAttr(fs.ctx(&in.InHeader), meta.Ino(in.NodeId))
+	a, err := fs.v.GetAttr(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId))
 	if err != nil {
 		return fs.status("getattr", err)
 	}
@@ -172,7 +200,7 @@ func (fs *fileSystem) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out 
 		mask |= meta.SetCtime
 		a.Ctime, a.Ctimensec = int64(in.Ctime), in.Ctimensec
 	}
-	res, err := fs.v.SetAttr(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), mask, &a)
+	res, err := fs.v.SetAttr(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), mask, &a)
 	if err != nil {
 		return fs.status("setattr", err)
 	}
@@ -186,7 +214,7 @@ func (fs *fileSystem) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name str
 		return gofuse.EINVAL
 	}
 	nn := meta.NewNode{Type: t, Mode: uint16(in.Mode & 0o7777), Umask: uint16(in.Umask), Rdev: in.Rdev}
-	a, err := fs.v.Mknod(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), []byte(name), nn)
+	a, err := fs.v.Mknod(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), []byte(name), nn)
 	if err != nil {
 		return fs.status("mknod", err)
 	}
@@ -196,7 +224,7 @@ func (fs *fileSystem) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name str
 
 func (fs *fileSystem) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) gofuse.Status {
 	nn := meta.NewNode{Type: store.TypeDir, Mode: uint16(in.Mode & 0o7777), Umask: uint16(in.Umask)}
-	a, err := fs.v.Mknod(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), []byte(name), nn)
+	a, err := fs.v.Mknod(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), []byte(name), nn)
 	if err != nil {
 		return fs.status("mkdir", err)
 	}
@@ -205,11 +233,11 @@ func (fs *fileSystem) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name str
 }
 
 func (fs *fileSystem) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
-	return fs.status("unlink", fs.v.Unlink(fs.ctx(h), meta.Ino(h.NodeId), []byte(name)))
+	return fs.status("unlink", fs.v.Unlink(fs.ctx(cancel, h), meta.Ino(h.NodeId), []byte(name)))
 }
 
 func (fs *fileSystem) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
-	return fs.status("rmdir", fs.v.Rmdir(fs.ctx(h), meta.Ino(h.NodeId), []byte(name)))
+	return fs.status("rmdir", fs.v.Rmdir(fs.ctx(cancel, h), meta.Ino(h.NodeId), []byte(name)))
 }
 
 // opRename2 is the FUSE opcode of renameat2 with flags.
@@ -222,12 +250,12 @@ func (fs *fileSystem) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldNam
 	if in.Opcode == opRename2 {
 		flags = in.Flags
 	}
-	err := fs.v.Rename(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), []byte(oldName), meta.Ino(in.Newdir), []byte(newName), flags)
+	err := fs.v.Rename(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), []byte(oldName), meta.Ino(in.Newdir), []byte(newName), flags)
 	return fs.status("rename", err)
 }
 
 func (fs *fileSystem) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) gofuse.Status {
-	a, err := fs.v.Link(fs.ctx(&in.InHeader), meta.Ino(in.Oldnodeid), meta.Ino(in.NodeId), []byte(name))
+	a, err := fs.v.Link(fs.ctx(cancel, &in.InHeader), meta.Ino(in.Oldnodeid), meta.Ino(in.NodeId), []byte(name))
 	if err != nil {
 		return fs.status("link", err)
 	}
@@ -237,7 +265,7 @@ func (fs *fileSystem) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name strin
 
 func (fs *fileSystem) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name string, out *gofuse.EntryOut) gofuse.Status {
 	nn := meta.NewNode{Type: store.TypeSymlink, Mode: 0o777, Target: []byte(target)}
-	a, err := fs.v.Mknod(fs.ctx(h), meta.Ino(h.NodeId), []byte(name), nn)
+	a, err := fs.v.Mknod(fs.ctx(cancel, h), meta.Ino(h.NodeId), []byte(name), nn)
 	if err != nil {
 		return fs.status("symlink", err)
 	}
@@ -246,16 +274,16 @@ func (fs *fileSystem) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target
 }
 
 func (fs *fileSystem) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, gofuse.Status) {
-	target, err := fs.v.ReadLink(fs.ctx(h), meta.Ino(h.NodeId))
+	target, err := fs.v.ReadLink(fs.ctx(cancel, h), meta.Ino(h.NodeId))
 	return target, fs.status("readlink", err)
 }
 
 func (fs *fileSystem) Access(cancel <-chan struct{}, in *gofuse.AccessIn) gofuse.Status {
-	return fs.status("access", fs.v.Access(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), in.Mask&7))
+	return fs.status("access", fs.v.Access(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), in.Mask&7))
 }
 
 func (fs *fileSystem) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.StatfsOut) gofuse.Status {
-	st, err := fs.v.StatFS(fs.ctx(h))
+	st, err := fs.v.StatFS(fs.ctx(cancel, h))
 	if err != nil {
 		return fs.status("statfs", err)
 	}

@@ -1,7 +1,6 @@
 package fuse
 
 import (
-	"context"
 	"syscall"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
@@ -11,7 +10,7 @@ import (
 
 func (fs *fileSystem) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse.LkOut) gofuse.Status {
 	lk := meta.PosixLock{Start: in.Lk.Start, End: in.Lk.End, Type: in.Lk.Typ, Pid: in.Lk.Pid}
-	got, err := fs.v.GetLk(fs.ctx(&in.InHeader), meta.Ino(in.NodeId), in.Owner, lk)
+	got, err := fs.v.GetLk(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), in.Owner, lk)
 	if err != nil {
 		return fs.status("getlk", err)
 	}
@@ -28,21 +27,10 @@ func (fs *fileSystem) SetLkw(cancel <-chan struct{}, in *gofuse.LkIn) gofuse.Sta
 }
 
 // setLk applies flock(2) or fcntl(2) locks; a blocking request ends with
-// EINTR when the kernel interrupts it (a signal to the waiting process).
+// EINTR when the kernel interrupts it (a signal to the waiting process),
+// through the request's context.
 func (fs *fileSystem) setLk(cancel <-chan struct{}, in *gofuse.LkIn, block bool) gofuse.Status {
-	ctx := fs.ctx(&in.InHeader)
-	if block {
-		var stop context.CancelFunc
-		ctx, stop = context.WithCancel(ctx)
-		defer stop()
-		go func() {
-			select {
-			case <-cancel:
-				stop()
-			case <-ctx.Done():
-			}
-		}()
-	}
+	ctx := fs.ctx(cancel, &in.InHeader)
 	if in.LkFlags&gofuse.FUSE_LK_FLOCK != 0 {
 		switch in.Lk.Typ {
 		case syscall.F_RDLCK, syscall.F_WRLCK, syscall.F_UNLCK:

@@ -269,7 +269,7 @@ func TestUnlockCommitsWrites(t *testing.T) {
 func TestLockDropsNamesOfItsDirectory(t *testing.T) {
 	vol := newVolume(t, 0)
 	a := vol.mount(t)
-	a.Conf.NegEntryTimeout = time.Second
+	a.conf.NegEntryTimeout = time.Second
 	ino := a.create(t, "db", []byte("x"))
 	a.kernel.take()
 	if _, err := a.Lookup(as(1), meta.RootIno, []byte("db")); err != nil {

@@ -29,7 +29,7 @@ func (v *VFS) control(ctx context.Context, ino meta.Ino, name string, value []by
 	if !meta.CredOf(ctx).IsRoot() {
 		return true, syscall.EPERM
 	}
-	fn := v.Conf.Controls[action]
+	fn := v.conf.Controls[action]
 	if fn == nil {
 		return true, syscall.EINVAL
 	}

@@ -40,7 +40,7 @@ type dirStream struct {
 
 // OpenDir opens directory ino for listing.
 func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
-	a, err := v.Meta.OpenDir(ctx, ino)
+	a, err := v.meta.OpenDir(ctx, ino)
 	if err != nil {
 		// A directory another mount removed or renamed over: the kernel
 		// looks the path up again (see Open).
@@ -94,8 +94,23 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 		d.base, d.page, d.after, d.eof, d.loaded = 2, nil, nil, false, false
 	}
 	for {
-		if !d.loaded || d.plus != plus && off < d.base+uint64(len(d.page)) {
-			if err := d.fetch(ctx, v.Meta, d.after, plus); err != nil {
+		switch {
+		case !d.loaded:
+			if err := d.fetch(ctx, v.meta, d.base, d.after, plus); err != nil {
+				return err
+			}
+		case plus && !d.plus && off < d.base+uint64(len(d.page)):
+			// The kernel switched to READDIRPLUS within the page. Read
+			// the rest of it again, with attributes, from the entry at
+			// off: entries added or removed before that one since the
+			// page was read must not shift the offsets that follow. (A
+			// switch the other way keeps the page; the attributes go
+			// unused.)
+			after := d.after
+			if i := off - d.base; i > 0 {
+				after = d.page[i-1].Name
+			}
+			if err := d.fetch(ctx, v.meta, off, after, plus); err != nil {
 				return err
 			}
 		}
@@ -115,19 +130,22 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 		}
 		// Move to the next page.
 		last := d.page[len(d.page)-1].Name
-		d.base += uint64(len(d.page))
-		if err := d.fetch(ctx, v.Meta, last, plus); err != nil {
+		if err := d.fetch(ctx, v.meta, d.base+uint64(len(d.page)), last, plus); err != nil {
 			return err
 		}
 	}
 }
 
-func (d *dirStream) fetch(ctx context.Context, m *meta.Client, after []byte, plus bool) error {
+// fetch reads the page of entries after the name after, whose first
+// entry has offset base+1. A failure (an interrupted request) keeps the
+// page the stream had, so that the kernel's retry at the same offset
+// resumes where it stopped.
+func (d *dirStream) fetch(ctx context.Context, m Meta, base uint64, after []byte, plus bool) error {
 	es, err := m.ReadDir(ctx, d.ino, after, dirPage, plus)
 	if err != nil {
 		return err
 	}
-	d.page, d.after, d.plus, d.loaded = es, after, plus, true
+	d.base, d.page, d.after, d.plus, d.loaded = base, es, after, plus, true
 	d.eof = len(es) < dirPage
 	return nil
 }

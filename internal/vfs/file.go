@@ -17,7 +17,7 @@ import (
 // writer, its length as this mount knows it, and the slice lists it read.
 type openFile struct {
 	ino  meta.Ino
-	meta *meta.Client
+	meta Meta
 	view *kernelView
 	// committed, when set, is told of each slice committed to the file.
 	committed func(ino meta.Ino, idx uint32)
@@ -163,12 +163,12 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	defer v.mu.Unlock()
 	f := v.mu.files[a.Ino]
 	if f == nil {
-		f = &openFile{ino: a.Ino, meta: v.Meta, view: v.view}
+		f = &openFile{ino: a.Ino, meta: v.meta, view: v.view}
 		if v.compact != nil {
 			f.committed = v.compact.committed
 		}
-		f.writer = v.Store.NewWriter(a.Ino, f)
-		f.reader = v.Store.NewReader(a.Ino)
+		f.writer = v.data.NewWriter(a.Ino, f)
+		f.reader = v.data.NewReader(a.Ino)
 		f.mu.chunks = map[uint32][]meta.Slice{}
 		v.mu.files[a.Ino] = f
 	}
@@ -185,7 +185,7 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 
 // Create makes and opens a regular file.
 func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, umask uint16, flags uint32) (*meta.Attr, uint64, error) {
-	a, err := v.Meta.Mknod(ctx, parent, name, meta.NewNode{Type: store.TypeFile, Mode: mode, Umask: umask})
+	a, err := v.meta.Mknod(ctx, parent, name, meta.NewNode{Type: store.TypeFile, Mode: mode, Umask: umask})
 	if meta.Errno(err) == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		// The kernel believed the name missing (another mount created it
 		// since): open(2) without O_EXCL opens what is there.
@@ -195,7 +195,7 @@ func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, um
 		return nil, 0, err
 	}
 	v.view.entry(parent, name, a)
-	v.Meta.Created(a.Ino)
+	v.meta.Created(a.Ino)
 	f := v.openFileRef(a)
 	return a, v.addHandle(&handle{ino: a.Ino, flags: flags, file: f}), nil
 }
@@ -204,7 +204,7 @@ func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, um
 // there. The kernel neither checks permissions nor truncates after a
 // create, so Open does both.
 func (v *VFS) openExisting(ctx context.Context, parent meta.Ino, name []byte, flags uint32) (*meta.Attr, uint64, error) {
-	a, err := v.Meta.Lookup(ctx, parent, name)
+	a, err := v.meta.Lookup(ctx, parent, name)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -236,14 +236,14 @@ func (v *VFS) openExisting(ctx context.Context, parent meta.Ino, name []byte, fl
 // a new lookup (a file opened in the trash, or through /proc/PID/fd) goes
 // through.
 func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr, uint64, error) {
-	a, err := v.Meta.Open(ctx, ino, flags)
+	a, err := v.meta.Open(ctx, ino, flags)
 	if err != nil {
 		return nil, 0, v.staleIfGone(ctx, ino, err)
 	}
 	pid := meta.CredOf(ctx).Pid
 	if gone, changed := unlinked(a), a.Type == store.TypeFile && v.view.attrChanged(a); gone || changed {
 		if v.stale.refuse(ino, pid) {
-			v.Meta.Release(ctx, ino)
+			v.meta.Release(context.WithoutCancel(ctx), ino)
 			return nil, 0, syscall.ESTALE
 		}
 		if changed {
@@ -255,7 +255,7 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 		v.stale.passed(ino, pid)
 	}
 	if a.Type == store.TypeDir {
-		v.Meta.Release(ctx, ino)
+		v.meta.Release(context.WithoutCancel(ctx), ino)
 		return nil, 0, syscall.EISDIR
 	}
 	if a.Type != store.TypeFile {
@@ -311,7 +311,9 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, e
 	return int(n), nil
 }
 
-// Write writes data at off.
+// Write writes data at off. It writes all of data or, failing, none:
+// once the bytes are in the file's buffers they will be committed, so a
+// cancellation of ctx (an interrupted request) counts only before.
 func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) error {
 	h, err := v.handle(fh)
 	if err != nil {
@@ -323,8 +325,11 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 	if off+uint64(len(data)) > 1<<60 {
 		return syscall.EFBIG
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f := h.file
-	if err := f.writer.Write(ctx, data, off); err != nil {
+	if err := f.writer.Write(context.WithoutCancel(ctx), data, off); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -336,7 +341,9 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 
 // Flush commits the handle's buffered writes (close(2) of a descriptor)
 // and, when lockOwner is not 0, drops the POSIX locks that owner holds on
-// the file, as closing any descriptor of it does.
+// the file, as closing any descriptor of it does. A cancellation of ctx
+// (the closing process was killed) ends the wait for the commit, which
+// goes on in the background, and never keeps the locks.
 func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 	h, err := v.handle(fh)
 	if err != nil {
@@ -347,7 +354,7 @@ func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 		err = h.file.flush(ctx)
 	}
 	if lockOwner != 0 {
-		if lerr := v.Meta.ReleaseLocks(ctx, h.ino, lockOwner); err == nil {
+		if lerr := v.meta.ReleaseLocks(context.WithoutCancel(ctx), h.ino, lockOwner); err == nil {
 			err = lerr
 		}
 	}
@@ -358,8 +365,14 @@ func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 func (v *VFS) Fsync(ctx context.Context, fh uint64) error { return v.Flush(ctx, fh, 0) }
 
 // Release closes a handle; the last handle of a file commits its writes.
-// A flock held by flockOwner (not 0) is released.
+// A flock held by flockOwner (not 0) is released. Release runs to the end
+// whatever becomes of ctx (only its credentials count): no process waits
+// for it that could give up — the kernel sends it after the last close,
+// and a failed open cleans up with it — and what comes next, the next
+// holder of the flock or the next open, must find the writes committed
+// and the handle gone.
 func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
+	ctx = context.WithoutCancel(ctx)
 	v.mu.Lock()
 	h, ok := v.mu.handles[fh]
 	delete(v.mu.handles, fh)
@@ -373,7 +386,7 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 		err = f.flush(ctx)
 	}
 	if flockOwner != 0 {
-		if _, ferr := v.Meta.Flock(ctx, h.ino, flockOwner, meta.LockUnlock, false); err == nil {
+		if _, ferr := v.meta.Flock(ctx, h.ino, flockOwner, meta.LockUnlock, false); err == nil {
 			err = ferr
 		}
 	}
@@ -387,7 +400,7 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 		f.mu.Unlock()
 		v.mu.Unlock()
 	}
-	if rerr := v.Meta.Release(ctx, h.ino); err == nil {
+	if rerr := v.meta.Release(ctx, h.ino); err == nil {
 		err = rerr
 	}
 	return err
@@ -404,7 +417,7 @@ func (v *VFS) Fallocate(ctx context.Context, fh uint64, mode uint32, off, length
 	if err := h.file.flush(ctx); err != nil {
 		return err
 	}
-	if err := v.Meta.Fallocate(ctx, h.ino, mode, off, length); err != nil {
+	if err := v.meta.Fallocate(ctx, h.ino, mode, off, length); err != nil {
 		return err
 	}
 	return v.refresh(ctx, h.file)
@@ -432,7 +445,7 @@ func (v *VFS) CopyFileRange(ctx context.Context, fhIn, offIn, fhOut, offOut, len
 			return 0, err
 		}
 	}
-	n, err := v.Meta.CopyFileRange(ctx, in.ino, offIn, out.ino, offOut, length)
+	n, err := v.meta.CopyFileRange(ctx, in.ino, offIn, out.ino, offOut, length)
 	if err != nil {
 		return 0, err
 	}
@@ -454,7 +467,7 @@ func (v *VFS) writableFile(fh uint64) (*handle, error) {
 // refresh re-reads a file's attributes after a change made in metadata
 // behind its writer, dropping its cached slice lists.
 func (v *VFS) refresh(ctx context.Context, f *openFile) error {
-	a, err := v.Meta.GetAttr(ctx, f.ino)
+	a, err := v.meta.GetAttr(ctx, f.ino)
 	if err != nil {
 		return err
 	}
@@ -474,5 +487,5 @@ func (v *VFS) accessed(ctx context.Context, h *handle) {
 	if h.read.Swap(true) {
 		return
 	}
-	v.Meta.TouchAtime(ctx, h.ino, nil)
+	v.meta.TouchAtime(ctx, h.ino, nil)
 }

@@ -21,12 +21,12 @@ func (v *VFS) Flock(ctx context.Context, fh uint64, owner uint64, typ uint32, bl
 		return err
 	}
 	if typ == meta.LockUnlock {
-		return v.unlock(ctx, h.ino, func() error {
-			_, err := v.Meta.Flock(ctx, h.ino, owner, typ, block)
+		return v.unlock(ctx, h.ino, func(ctx context.Context) error {
+			_, err := v.meta.Flock(ctx, h.ino, owner, typ, block)
 			return err
 		})
 	}
-	a, err := v.Meta.Flock(ctx, h.ino, owner, typ, block)
+	a, err := v.meta.Flock(ctx, h.ino, owner, typ, block)
 	if err != nil {
 		return err
 	}
@@ -36,18 +36,18 @@ func (v *VFS) Flock(ctx context.Context, fh uint64, owner uint64, typ uint32, bl
 
 // GetLk reports a lock that conflicts with lk (F_GETLK).
 func (v *VFS) GetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.PosixLock) (meta.PosixLock, error) {
-	return v.Meta.GetLk(ctx, ino, owner, lk)
+	return v.meta.GetLk(ctx, ino, owner, lk)
 }
 
 // SetLk applies a POSIX record lock (F_SETLK, F_SETLKW with block).
 func (v *VFS) SetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.PosixLock, block bool) error {
 	if lk.Type == meta.LockUnlock {
-		return v.unlock(ctx, ino, func() error {
-			_, err := v.Meta.SetLk(ctx, ino, owner, lk, block)
+		return v.unlock(ctx, ino, func(ctx context.Context) error {
+			_, err := v.meta.SetLk(ctx, ino, owner, lk, block)
 			return err
 		})
 	}
-	a, err := v.Meta.SetLk(ctx, ino, owner, lk, block)
+	a, err := v.meta.SetLk(ctx, ino, owner, lk, block)
 	if err != nil {
 		return err
 	}
@@ -57,13 +57,14 @@ func (v *VFS) SetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.Pos
 
 // unlock commits this mount's buffered writes of ino, then releases the
 // lock. The lock goes even when the commit fails (the program would
-// otherwise hold it until it exits); the failure is reported.
-func (v *VFS) unlock(ctx context.Context, ino meta.Ino, release func() error) error {
+// otherwise hold it until it exits) or ctx is cancelled (the request was
+// interrupted); the failure is reported.
+func (v *VFS) unlock(ctx context.Context, ino meta.Ino, release func(context.Context) error) error {
 	var ferr error
 	if f := v.fileOf(ino); f != nil {
 		ferr = f.flush(ctx)
 	}
-	return errors.Join(ferr, release())
+	return errors.Join(ferr, release(context.WithoutCancel(ctx)))
 }
 
 // locked makes this mount's view of a current after a lock on it was

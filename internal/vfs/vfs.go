@@ -7,6 +7,14 @@
 // Errors follow package meta: a syscall.Errno, possibly wrapped, for POSIX
 // failures; anything else is an I/O failure the caller reports as EIO.
 //
+// Cancellation: the access path cancels ctx when the request is
+// interrupted (its process got a signal, or is being killed). That ends
+// what the operation waits for — a lock, a metadata or object request, a
+// commit — and the operation fails with EINTR; it never cuts short what
+// other processes rely on: Flush still drops the closing process's POSIX
+// locks, an unlock unlocks, Release runs to the end, and a Write is
+// applied whole or not at all.
+//
 // Consistency across mounts (docs/consistency.md states it for users):
 //   - close-to-open: writes become visible to other mounts at Flush (every
 //     close), Fsync or the last Release; Open drops what the file's handles
@@ -58,13 +66,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// VFS is one mounted volume.
+// VFS is one mounted volume. Its fields are set by New and never
+// change; what changes is guarded by mu.
 type VFS struct {
-	Meta  *meta.Client
-	Store *chunk.Store
-	Conf  Config
+	meta Meta
+	data *chunk.Store
+	conf Config
 
-	compact *compactor // nil without Conf.Compactor
+	compact *compactor // nil without conf.Compactor
 	stop    context.CancelFunc
 
 	view     *kernelView // what the kernel may cache
@@ -89,9 +98,10 @@ type handle struct {
 	dir   *dirStream  // directories
 }
 
-// New returns a VFS over a metadata client and a chunk store.
-func New(m *meta.Client, s *chunk.Store, conf Config) *VFS {
-	v := &VFS{Meta: m, Store: s, Conf: conf,
+// New returns a VFS over a metadata service (a *meta.Client, or another
+// implementation of Meta) and a chunk store.
+func New(m Meta, s *chunk.Store, conf Config) *VFS {
+	v := &VFS{meta: m, data: s, conf: conf,
 		view: newKernelView(conf.AttrTimeout, conf.EntryTimeout, conf.DirEntryTimeout, conf.NegEntryTimeout)}
 	v.mu.handles = map[uint64]*handle{}
 	v.mu.files = map[meta.Ino]*openFile{}
@@ -104,17 +114,21 @@ func New(m *meta.Client, s *chunk.Store, conf Config) *VFS {
 		for name, fn := range conf.Controls {
 			controls[name] = fn
 		}
-		v.Conf.Controls = controls
+		v.conf.Controls = controls
 	}
 	return v
 }
 
+// Config returns the configuration the VFS runs with (with the controls
+// New added).
+func (v *VFS) Config() Config { return v.conf }
+
 // log returns the logger of background events.
 func (v *VFS) log() *slog.Logger {
-	if v.Conf.Logger == nil {
+	if v.conf.Logger == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return v.Conf.Logger
+	return v.conf.Logger
 }
 
 func (v *VFS) addHandle(h *handle) uint64 {
@@ -155,9 +169,9 @@ func (v *VFS) withPending(a *meta.Attr) *meta.Attr {
 }
 
 // Lookup finds name in parent. The access path caches the answer, found
-// or missing, as Conf says.
+// or missing, as Config says.
 func (v *VFS) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error) {
-	a, err := v.Meta.Lookup(ctx, parent, name)
+	a, err := v.meta.Lookup(ctx, parent, name)
 	switch {
 	case err == nil:
 		v.view.entry(parent, name, a)
@@ -165,7 +179,7 @@ func (v *VFS) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.A
 		// The directory itself is gone (another mount removed it, or
 		// renamed another over it): look the path up again.
 		return nil, v.staleIfGone(ctx, parent, err)
-	case v.Conf.NegEntryTimeout > 0 && meta.Errno(err) == syscall.ENOENT:
+	case v.conf.NegEntryTimeout > 0 && meta.Errno(err) == syscall.ENOENT:
 		v.view.name(parent, name)
 	}
 	return v.withPending(a), err
@@ -177,7 +191,7 @@ func (v *VFS) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.A
 // Open). A file that still exists answers, even unlinked or in the trash:
 // Linux asks the same way for fstat(2) of an open file, which must work.
 func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
-	a, err := v.Meta.GetAttr(ctx, ino)
+	a, err := v.meta.GetAttr(ctx, ino)
 	if err != nil {
 		return nil, v.staleIfGone(ctx, ino, err)
 	}
@@ -211,7 +225,7 @@ func (v *VFS) SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.A
 			return nil, err
 		}
 	}
-	a, err := v.Meta.SetAttr(ctx, ino, mask, in)
+	a, err := v.meta.SetAttr(ctx, ino, mask, in)
 	if err != nil {
 		if mask&meta.SetViaHandle == 0 {
 			err = v.staleIfGone(ctx, ino, err)
@@ -228,7 +242,7 @@ func (v *VFS) SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.A
 // Mknod creates a node of any type but regular files opened at once
 // (see Create).
 func (v *VFS) Mknod(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error) {
-	a, err := v.Meta.Mknod(ctx, parent, name, nn)
+	a, err := v.meta.Mknod(ctx, parent, name, nn)
 	if err == nil {
 		v.view.entry(parent, name, a)
 	}
@@ -237,7 +251,7 @@ func (v *VFS) Mknod(ctx context.Context, parent meta.Ino, name []byte, nn meta.N
 
 // Link adds a name for ino.
 func (v *VFS) Link(ctx context.Context, ino, parent meta.Ino, name []byte) (*meta.Attr, error) {
-	a, err := v.Meta.Link(ctx, ino, parent, name)
+	a, err := v.meta.Link(ctx, ino, parent, name)
 	if err == nil {
 		v.view.entry(parent, name, a)
 	}
@@ -246,44 +260,44 @@ func (v *VFS) Link(ctx context.Context, ino, parent meta.Ino, name []byte) (*met
 
 // Unlink removes a non-directory entry.
 func (v *VFS) Unlink(ctx context.Context, parent meta.Ino, name []byte) error {
-	return v.Meta.Unlink(ctx, parent, name)
+	return v.meta.Unlink(ctx, parent, name)
 }
 
 // Rmdir removes an empty directory.
 func (v *VFS) Rmdir(ctx context.Context, parent meta.Ino, name []byte) error {
-	return v.Meta.Rmdir(ctx, parent, name)
+	return v.meta.Rmdir(ctx, parent, name)
 }
 
 // Rename moves an entry; flags are meta.RenameNoReplace or RenameExchange.
 func (v *VFS) Rename(ctx context.Context, sp meta.Ino, sn []byte, dp meta.Ino, dn []byte, flags uint32) error {
-	return v.Meta.Rename(ctx, sp, sn, dp, dn, flags)
+	return v.meta.Rename(ctx, sp, sn, dp, dn, flags)
 }
 
 // ReadLink returns a symlink's target.
 func (v *VFS) ReadLink(ctx context.Context, ino meta.Ino) ([]byte, error) {
-	t, err := v.Meta.ReadLink(ctx, ino)
+	t, err := v.meta.ReadLink(ctx, ino)
 	return t, v.staleIfGone(ctx, ino, err)
 }
 
 // Access checks access(2) permissions.
 func (v *VFS) Access(ctx context.Context, ino meta.Ino, mask uint32) error {
-	return v.staleIfGone(ctx, ino, v.Meta.Access(ctx, ino, mask))
+	return v.staleIfGone(ctx, ino, v.meta.Access(ctx, ino, mask))
 }
 
 // StatFS returns the volume's usage.
-func (v *VFS) StatFS(ctx context.Context) (meta.StatFS, error) { return v.Meta.StatFS(ctx) }
+func (v *VFS) StatFS(ctx context.Context) (meta.StatFS, error) { return v.meta.StatFS(ctx) }
 
 // GetXattr, ListXattr, SetXattr and RemoveXattr pass through to meta.
 
 // GetXattr returns an extended attribute.
 func (v *VFS) GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, error) {
-	val, err := v.Meta.GetXattr(ctx, ino, name)
+	val, err := v.meta.GetXattr(ctx, ino, name)
 	return val, v.staleIfGone(ctx, ino, err)
 }
 
 // ListXattr lists extended attribute names.
 func (v *VFS) ListXattr(ctx context.Context, ino meta.Ino) ([]string, error) {
-	names, err := v.Meta.ListXattr(ctx, ino)
+	names, err := v.meta.ListXattr(ctx, ino)
 	return names, v.staleIfGone(ctx, ino, err)
 }
 
@@ -292,12 +306,12 @@ func (v *VFS) SetXattr(ctx context.Context, ino meta.Ino, name string, value []b
 	if ok, err := v.control(ctx, ino, name, value); ok {
 		return err
 	}
-	return v.Meta.SetXattr(ctx, ino, name, value, flags)
+	return v.meta.SetXattr(ctx, ino, name, value, flags)
 }
 
 // RemoveXattr removes an extended attribute.
 func (v *VFS) RemoveXattr(ctx context.Context, ino meta.Ino, name string) error {
-	return v.Meta.RemoveXattr(ctx, ino, name)
+	return v.meta.RemoveXattr(ctx, ino, name)
 }
 
 // Close commits every buffered write of every open file and stops

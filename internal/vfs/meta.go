@@ -1,0 +1,70 @@
+package vfs
+
+import (
+	"context"
+
+	"github.com/sluicefs/sluice/internal/meta"
+)
+
+// Meta is the metadata service a VFS runs on: exactly the operations vfs
+// and the access paths above it use. *meta.Client (one mount's view of a
+// volume through a metadata engine) implements it; a client of the
+// in-memory metadata server, which sends whole operations, is the other
+// implementation it is kept small for.
+//
+// The contract is package meta's: every method takes the caller's
+// credentials in ctx (meta.WithCred), checks POSIX permissions itself,
+// and returns errors that wrap a syscall.Errno for POSIX failures
+// (meta.ErrNoInode for an inode that no longer exists); anything else is
+// an I/O failure. A cancelled ctx ends a blocking call (a lock wait) with
+// EINTR.
+type Meta interface {
+	// Names and attributes.
+	Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error)
+	GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error)
+	SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.Attr) (*meta.Attr, error)
+	Access(ctx context.Context, ino meta.Ino, mask uint32) error
+	TouchAtime(ctx context.Context, ino meta.Ino, a *meta.Attr) error
+	StatFS(ctx context.Context) (meta.StatFS, error)
+
+	// Changes of the namespace.
+	Mknod(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error)
+	Link(ctx context.Context, ino, newParent meta.Ino, name []byte) (*meta.Attr, error)
+	Unlink(ctx context.Context, parent meta.Ino, name []byte) error
+	Rmdir(ctx context.Context, parent meta.Ino, name []byte) error
+	Rename(ctx context.Context, srcParent meta.Ino, srcName []byte, dstParent meta.Ino, dstName []byte, flags uint32) error
+	ReadLink(ctx context.Context, ino meta.Ino) ([]byte, error)
+
+	// Open files and directories. Open and OpenDir check access for the
+	// open flags; Release ends what Open began (an unlinked file's data
+	// lives until its last release). Created tells the client that the
+	// file it just made is open, as Open would have.
+	Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr, error)
+	Created(ino meta.Ino)
+	Release(ctx context.Context, ino meta.Ino) error
+	OpenDir(ctx context.Context, ino meta.Ino) (*meta.Attr, error)
+	// ReadDir returns up to limit entries of directory ino whose names
+	// sort after after (nil: from the start), with attributes when plus.
+	ReadDir(ctx context.Context, ino meta.Ino, after []byte, limit int, plus bool) ([]meta.Entry, error)
+
+	// File data: slice lists of chunks.
+	ReadChunk(ctx context.Context, ino meta.Ino, idx uint32) ([]meta.Slice, error)
+	NewSliceID(ctx context.Context) (uint64, error)
+	WriteSlice(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (meta.Version, *meta.Attr, error)
+	Fallocate(ctx context.Context, ino meta.Ino, mode uint32, off, length uint64) error
+	CopyFileRange(ctx context.Context, src meta.Ino, srcOff uint64, dst meta.Ino, dstOff uint64, length uint64) (uint64, error)
+
+	// Locks, held by (mount, owner) pairs across mounts.
+	Flock(ctx context.Context, ino meta.Ino, owner uint64, typ uint32, block bool) (*meta.Attr, error)
+	GetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.PosixLock) (meta.PosixLock, error)
+	SetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.PosixLock, block bool) (*meta.Attr, error)
+	ReleaseLocks(ctx context.Context, ino meta.Ino, owner uint64) error
+
+	// Extended attributes.
+	GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, error)
+	ListXattr(ctx context.Context, ino meta.Ino) ([]string, error)
+	SetXattr(ctx context.Context, ino meta.Ino, name string, value []byte, flags uint32) error
+	RemoveXattr(ctx context.Context, ino meta.Ino, name string) error
+}
+
+var _ Meta = (*meta.Client)(nil)

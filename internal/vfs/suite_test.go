@@ -1,0 +1,48 @@
+package vfs_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/chunk"
+	"github.com/sluicefs/sluice/internal/meta/engine/sqlite"
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/vfs"
+	"github.com/sluicefs/sluice/internal/vfs/vfstest"
+)
+
+// TestSuite runs the kernel-less behaviour suite over several
+// configurations of a VFS: what applications see must not depend on
+// caches, writeback or the metadata engine.
+func TestSuite(t *testing.T) {
+	configs := []struct {
+		name string
+		opts func(t *testing.T) vfstest.Options
+	}{
+		{"mem", func(t *testing.T) vfstest.Options { return vfstest.Options{} }},
+		{"mem+kernel-caches+writeback", func(t *testing.T) vfstest.Options {
+			return vfstest.Options{
+				Chunk: chunk.Config{CacheDirs: []string{t.TempDir()}, Writeback: true,
+					MaxReadahead: 4 * vfstest.BlockSize, Prefetch: 2},
+				VFS: vfs.Config{AttrTimeout: time.Second, EntryTimeout: time.Second, DirEntryTimeout: time.Second},
+			}
+		}},
+		{"sqlite", func(t *testing.T) vfstest.Options {
+			return vfstest.Options{Store: func(t *testing.T) store.Store {
+				st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "meta.db"), true)
+				if err != nil {
+					t.Fatalf("open sqlite: %v", err)
+				}
+				t.Cleanup(func() { st.Close() })
+				return st
+			}}
+		}},
+	}
+	for _, c := range configs {
+		t.Run(c.name, func(t *testing.T) {
+			vfstest.Run(t, func(t *testing.T) *vfs.VFS { return vfstest.New(t, c.opts(t)) })
+		})
+	}
+}
