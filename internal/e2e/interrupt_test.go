@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 // A process killed while it waits in a FUSE request cannot die until the
@@ -163,23 +165,18 @@ func testKilledWhileEngineStalls(t *testing.T, engine string) {
 		os.Chmod(d, 0o755)
 	}
 	url := metaURL(t, engine, dir)
-	m := serverAddr.FindStringSubmatchIndex(url)
-	if m == nil {
-		t.Fatalf("no loopback HOST:PORT in %s", url)
-	}
-	proxy := newStallProxy(t, url[m[4]:m[5]])
-	url = url[:m[4]] + proxy.addr() + url[m[5]:]
+	url, proxy := testserver.Proxied(t, url)
 	v := &volume{dir: dir, metaURL: url, bucket: dir + "/bucket", mnt: dir + "/mnt", log: dir + "/mount.log"}
 	os.Mkdir(v.mnt, 0o755)
 	mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
 	v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0", "--meta-timeout", "3600")
 	write(t, v.path("before"), []byte("kept"))
 
-	proxy.stall(true)
+	proxy.Stall(true)
 	mkdir := exec.Command("mkdir", v.path("during"))
 	done := startBlocked(t, mkdir)
-	killAndWait(t, "mkdir", mkdir, done, func() { proxy.stall(false) })
-	proxy.stall(false)
+	killAndWait(t, "mkdir", mkdir, done, func() { proxy.Stall(false) })
+	proxy.Stall(false)
 
 	eventuallyWithin(t, 60*time.Second, "the mount works again", func() error {
 		_, err := os.Stat(v.path("before"))
