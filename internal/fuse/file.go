@@ -8,7 +8,9 @@ import (
 )
 
 func (fs *fileSystem) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
-	a, fh, err := fs.v.Create(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), []byte(name),
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	a, fh, err := fs.v.Create(ctx, meta.Ino(in.NodeId), []byte(name),
 		uint16(in.Mode&0o7777), uint16(in.Umask), in.Flags)
 	if err != nil {
 		return fs.status("create", err)
@@ -19,7 +21,9 @@ func (fs *fileSystem) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name s
 }
 
 func (fs *fileSystem) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
-	_, fh, err := fs.v.Open(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), in.Flags)
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	_, fh, err := fs.v.Open(ctx, meta.Ino(in.NodeId), in.Flags)
 	if err != nil {
 		return fs.status("open", err)
 	}
@@ -33,7 +37,9 @@ func (fs *fileSystem) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte
 	if cap(buf) < int(in.Size) {
 		buf = make([]byte, in.Size)
 	}
-	n, err := fs.v.Read(fs.ctx(cancel, &in.InHeader), in.Fh, in.Offset, buf[:in.Size])
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	n, err := fs.v.Read(ctx, in.Fh, in.Offset, buf[:in.Size])
 	if err != nil {
 		return nil, fs.status("read", err)
 	}
@@ -43,18 +49,24 @@ func (fs *fileSystem) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte
 }
 
 func (fs *fileSystem) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
-	if err := fs.v.Write(fs.ctx(cancel, &in.InHeader), in.Fh, in.Offset, data); err != nil {
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	if err := fs.v.Write(ctx, in.Fh, in.Offset, data); err != nil {
 		return 0, fs.status("write", err)
 	}
 	return uint32(len(data)), gofuse.OK
 }
 
 func (fs *fileSystem) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status {
-	return fs.status("flush", fs.v.Flush(fs.ctx(cancel, &in.InHeader), in.Fh, in.LockOwner))
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	return fs.status("flush", fs.v.Flush(ctx, in.Fh, in.LockOwner))
 }
 
 func (fs *fileSystem) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
-	return fs.status("fsync", fs.v.Fsync(fs.ctx(cancel, &in.InHeader), in.Fh))
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	return fs.status("fsync", fs.v.Fsync(ctx, in.Fh))
 }
 
 func (fs *fileSystem) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
@@ -62,14 +74,18 @@ func (fs *fileSystem) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 	if in.ReleaseFlags&gofuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
 		flockOwner = in.LockOwner
 	}
-	if err := fs.v.Release(fs.ctx(cancel, &in.InHeader), in.Fh, flockOwner); err != nil {
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	if err := fs.v.Release(ctx, in.Fh, flockOwner); err != nil {
 		fs.status("release", err)
 	}
 }
 
 // Fallocate applies fallocate(2); see meta.Fallocate for the modes.
 func (fs *fileSystem) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) gofuse.Status {
-	return fs.status("fallocate", fs.v.Fallocate(fs.ctx(cancel, &in.InHeader), in.Fh, in.Mode, in.Offset, in.Length))
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	return fs.status("fallocate", fs.v.Fallocate(ctx, in.Fh, in.Mode, in.Offset, in.Length))
 }
 
 // CopyFileRange shares stored slices between the two files instead of
@@ -78,7 +94,9 @@ func (fs *fileSystem) CopyFileRange(cancel <-chan struct{}, in *gofuse.CopyFileR
 	if in.Flags != 0 {
 		return 0, gofuse.EINVAL
 	}
-	n, err := fs.v.CopyFileRange(fs.ctx(cancel, &in.InHeader), in.FhIn, in.OffIn, in.FhOut, in.OffOut, min(in.Len, 1<<30))
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	n, err := fs.v.CopyFileRange(ctx, in.FhIn, in.OffIn, in.FhOut, in.OffOut, min(in.Len, 1<<30))
 	if err != nil {
 		return 0, fs.status("copy_file_range", err)
 	}
@@ -86,7 +104,9 @@ func (fs *fileSystem) CopyFileRange(cancel <-chan struct{}, in *gofuse.CopyFileR
 }
 
 func (fs *fileSystem) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
-	fh, err := fs.v.OpenDir(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId))
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	fh, err := fs.v.OpenDir(ctx, meta.Ino(in.NodeId))
 	if err != nil {
 		return fs.status("opendir", err)
 	}
@@ -95,14 +115,18 @@ func (fs *fileSystem) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *go
 }
 
 func (fs *fileSystem) ReadDir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
-	err := fs.v.ReadDir(fs.ctx(cancel, &in.InHeader), in.Fh, in.Offset, false, func(e vfs.DirEntry) bool {
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	err := fs.v.ReadDir(ctx, in.Fh, in.Offset, false, func(e vfs.DirEntry) bool {
 		return out.AddDirEntry(gofuse.DirEntry{Mode: typeBits[e.Type], Name: string(e.Name), Ino: uint64(e.Ino), Off: e.Off})
 	})
 	return fs.status("readdir", err)
 }
 
 func (fs *fileSystem) ReadDirPlus(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
-	err := fs.v.ReadDir(fs.ctx(cancel, &in.InHeader), in.Fh, in.Offset, true, func(e vfs.DirEntry) bool {
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	err := fs.v.ReadDir(ctx, in.Fh, in.Offset, true, func(e vfs.DirEntry) bool {
 		eo := out.AddDirLookupEntry(gofuse.DirEntry{Mode: typeBits[e.Type], Name: string(e.Name), Ino: uint64(e.Ino), Off: e.Off})
 		if eo == nil {
 			return false
@@ -122,7 +146,9 @@ func (fs *fileSystem) FsyncDir(cancel <-chan struct{}, in *gofuse.FsyncIn) gofus
 }
 
 func (fs *fileSystem) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, dest []byte) (uint32, gofuse.Status) {
-	v, err := fs.v.GetXattr(fs.ctx(cancel, h), meta.Ino(h.NodeId), name)
+	ctx := fs.ctx(cancel, h)
+	defer ctx.end()
+	v, err := fs.v.GetXattr(ctx, meta.Ino(h.NodeId), name)
 	if err != nil {
 		return 0, fs.status("getxattr", err)
 	}
@@ -133,7 +159,9 @@ func (fs *fileSystem) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name 
 }
 
 func (fs *fileSystem) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (uint32, gofuse.Status) {
-	names, err := fs.v.ListXattr(fs.ctx(cancel, h), meta.Ino(h.NodeId))
+	ctx := fs.ctx(cancel, h)
+	defer ctx.end()
+	names, err := fs.v.ListXattr(ctx, meta.Ino(h.NodeId))
 	if err != nil {
 		return 0, fs.status("listxattr", err)
 	}
@@ -148,9 +176,13 @@ func (fs *fileSystem) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest
 }
 
 func (fs *fileSystem) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name string, data []byte) gofuse.Status {
-	return fs.status("setxattr", fs.v.SetXattr(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), name, data, in.Flags))
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	return fs.status("setxattr", fs.v.SetXattr(ctx, meta.Ino(in.NodeId), name, data, in.Flags))
 }
 
 func (fs *fileSystem) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
-	return fs.status("removexattr", fs.v.RemoveXattr(fs.ctx(cancel, h), meta.Ino(h.NodeId), name))
+	ctx := fs.ctx(cancel, h)
+	defer ctx.end()
+	return fs.status("removexattr", fs.v.RemoveXattr(ctx, meta.Ino(h.NodeId), name))
 }

@@ -6,7 +6,6 @@
 package fuse
 
 import (
-	"context"
 	"log/slog"
 	"syscall"
 
@@ -33,42 +32,6 @@ func newFileSystem(v *vfs.VFS, log *slog.Logger) *fileSystem {
 }
 
 func (fs *fileSystem) String() string { return "sluice" }
-
-// ctx returns the context of a request: it carries the credentials of
-// the calling process and is cancelled when the kernel interrupts the
-// request (see requestContext).
-func (fs *fileSystem) ctx(cancel <-chan struct{}, h *gofuse.InHeader) context.Context {
-	c := meta.Cred{Uid: h.Uid, Gid: h.Gid, Pid: h.Pid}
-	if c.Uid != 0 {
-		c.Gids = fs.groups.get(h.Pid)
-	}
-	return requestContext{Context: meta.WithCred(context.Background(), c), cancel: cancel}
-}
-
-// requestContext is the context of one FUSE request. go-fuse closes
-// cancel when the kernel sends INTERRUPT for the request — the calling
-// process got a signal, or was killed while it waited — and when the
-// mount goes away; the context is then cancelled, so that the metadata
-// and object requests made for it stop and the operation ends with
-// EINTR (vfs keeps what must happen anyway, such as releasing locks at
-// close, out of its reach). go-fuse reuses the channel of a request that
-// was not interrupted for a later one, so the context must not outlive
-// its request: nothing started for a request may keep it.
-type requestContext struct {
-	context.Context // the caller's credentials; never cancelled
-	cancel          <-chan struct{}
-}
-
-func (c requestContext) Done() <-chan struct{} { return c.cancel }
-
-func (c requestContext) Err() error {
-	select {
-	case <-c.cancel:
-		return context.Canceled
-	default:
-		return nil
-	}
-}
 
 // status maps an error to a FUSE status, logging unexpected failures.
 func (fs *fileSystem) status(op string, err error) gofuse.Status {
@@ -132,7 +95,9 @@ func (fs *fileSystem) attrOut(a *meta.Attr, out *gofuse.AttrOut) {
 }
 
 func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
-	a, err := fs.v.Lookup(fs.ctx(cancel, h), meta.Ino(h.NodeId), []byte(name))
+	ctx := fs.ctx(cancel, h)
+	defer ctx.end()
+	a, err := fs.v.Lookup(ctx, meta.Ino(h.NodeId), []byte(name))
 	if meta.Errno(err) == syscall.ENOENT && fs.conf.NegEntryTimeout > 0 {
 		// A reply without a node caches the name's absence, so repeated
 		// misses (PATH and include searches) stay in the kernel; a name
@@ -152,7 +117,9 @@ func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name st
 func (fs *fileSystem) Forget(nodeid, nlookup uint64) {}
 
 func (fs *fileSystem) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) gofuse.Status {
-	a, err := fs.v.GetAttr(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId))
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	a, err := fs.v.GetAttr(ctx, meta.Ino(in.NodeId))
 	if err != nil {
 		return fs.status("getattr", err)
 	}
@@ -200,7 +167,9 @@ func (fs *fileSystem) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out 
 		mask |= meta.SetCtime
 		a.Ctime, a.Ctimensec = int64(in.Ctime), in.Ctimensec
 	}
-	res, err := fs.v.SetAttr(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), mask, &a)
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	res, err := fs.v.SetAttr(ctx, meta.Ino(in.NodeId), mask, &a)
 	if err != nil {
 		return fs.status("setattr", err)
 	}
@@ -214,7 +183,9 @@ func (fs *fileSystem) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name str
 		return gofuse.EINVAL
 	}
 	nn := meta.NewNode{Type: t, Mode: uint16(in.Mode & 0o7777), Umask: uint16(in.Umask), Rdev: in.Rdev}
-	a, err := fs.v.Mknod(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), []byte(name), nn)
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	a, err := fs.v.Mknod(ctx, meta.Ino(in.NodeId), []byte(name), nn)
 	if err != nil {
 		return fs.status("mknod", err)
 	}
@@ -224,7 +195,9 @@ func (fs *fileSystem) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name str
 
 func (fs *fileSystem) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) gofuse.Status {
 	nn := meta.NewNode{Type: store.TypeDir, Mode: uint16(in.Mode & 0o7777), Umask: uint16(in.Umask)}
-	a, err := fs.v.Mknod(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), []byte(name), nn)
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	a, err := fs.v.Mknod(ctx, meta.Ino(in.NodeId), []byte(name), nn)
 	if err != nil {
 		return fs.status("mkdir", err)
 	}
@@ -233,11 +206,15 @@ func (fs *fileSystem) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name str
 }
 
 func (fs *fileSystem) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
-	return fs.status("unlink", fs.v.Unlink(fs.ctx(cancel, h), meta.Ino(h.NodeId), []byte(name)))
+	ctx := fs.ctx(cancel, h)
+	defer ctx.end()
+	return fs.status("unlink", fs.v.Unlink(ctx, meta.Ino(h.NodeId), []byte(name)))
 }
 
 func (fs *fileSystem) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
-	return fs.status("rmdir", fs.v.Rmdir(fs.ctx(cancel, h), meta.Ino(h.NodeId), []byte(name)))
+	ctx := fs.ctx(cancel, h)
+	defer ctx.end()
+	return fs.status("rmdir", fs.v.Rmdir(ctx, meta.Ino(h.NodeId), []byte(name)))
 }
 
 // opRename2 is the FUSE opcode of renameat2 with flags.
@@ -250,12 +227,16 @@ func (fs *fileSystem) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldNam
 	if in.Opcode == opRename2 {
 		flags = in.Flags
 	}
-	err := fs.v.Rename(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), []byte(oldName), meta.Ino(in.Newdir), []byte(newName), flags)
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	err := fs.v.Rename(ctx, meta.Ino(in.NodeId), []byte(oldName), meta.Ino(in.Newdir), []byte(newName), flags)
 	return fs.status("rename", err)
 }
 
 func (fs *fileSystem) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) gofuse.Status {
-	a, err := fs.v.Link(fs.ctx(cancel, &in.InHeader), meta.Ino(in.Oldnodeid), meta.Ino(in.NodeId), []byte(name))
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	a, err := fs.v.Link(ctx, meta.Ino(in.Oldnodeid), meta.Ino(in.NodeId), []byte(name))
 	if err != nil {
 		return fs.status("link", err)
 	}
@@ -265,7 +246,9 @@ func (fs *fileSystem) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name strin
 
 func (fs *fileSystem) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name string, out *gofuse.EntryOut) gofuse.Status {
 	nn := meta.NewNode{Type: store.TypeSymlink, Mode: 0o777, Target: []byte(target)}
-	a, err := fs.v.Mknod(fs.ctx(cancel, h), meta.Ino(h.NodeId), []byte(name), nn)
+	ctx := fs.ctx(cancel, h)
+	defer ctx.end()
+	a, err := fs.v.Mknod(ctx, meta.Ino(h.NodeId), []byte(name), nn)
 	if err != nil {
 		return fs.status("symlink", err)
 	}
@@ -274,16 +257,22 @@ func (fs *fileSystem) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target
 }
 
 func (fs *fileSystem) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, gofuse.Status) {
-	target, err := fs.v.ReadLink(fs.ctx(cancel, h), meta.Ino(h.NodeId))
+	ctx := fs.ctx(cancel, h)
+	defer ctx.end()
+	target, err := fs.v.ReadLink(ctx, meta.Ino(h.NodeId))
 	return target, fs.status("readlink", err)
 }
 
 func (fs *fileSystem) Access(cancel <-chan struct{}, in *gofuse.AccessIn) gofuse.Status {
-	return fs.status("access", fs.v.Access(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), in.Mask&7))
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	return fs.status("access", fs.v.Access(ctx, meta.Ino(in.NodeId), in.Mask&7))
 }
 
 func (fs *fileSystem) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.StatfsOut) gofuse.Status {
-	st, err := fs.v.StatFS(fs.ctx(cancel, h))
+	ctx := fs.ctx(cancel, h)
+	defer ctx.end()
+	st, err := fs.v.StatFS(ctx)
 	if err != nil {
 		return fs.status("statfs", err)
 	}

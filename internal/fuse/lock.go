@@ -10,7 +10,9 @@ import (
 
 func (fs *fileSystem) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse.LkOut) gofuse.Status {
 	lk := meta.PosixLock{Start: in.Lk.Start, End: in.Lk.End, Type: in.Lk.Typ, Pid: in.Lk.Pid}
-	got, err := fs.v.GetLk(fs.ctx(cancel, &in.InHeader), meta.Ino(in.NodeId), in.Owner, lk)
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	got, err := fs.v.GetLk(ctx, meta.Ino(in.NodeId), in.Owner, lk)
 	if err != nil {
 		return fs.status("getlk", err)
 	}
@@ -31,6 +33,11 @@ func (fs *fileSystem) SetLkw(cancel <-chan struct{}, in *gofuse.LkIn) gofuse.Sta
 // through the request's context.
 func (fs *fileSystem) setLk(cancel <-chan struct{}, in *gofuse.LkIn, block bool) gofuse.Status {
 	ctx := fs.ctx(cancel, &in.InHeader)
+	if block {
+		// POSIX: any signal ends a lock wait, with EINTR.
+		ctx = fs.waitCtx(cancel, &in.InHeader)
+	}
+	defer ctx.end()
 	if in.LkFlags&gofuse.FUSE_LK_FLOCK != 0 {
 		switch in.Lk.Typ {
 		case syscall.F_RDLCK, syscall.F_WRLCK, syscall.F_UNLCK:
