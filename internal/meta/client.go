@@ -113,6 +113,9 @@ type Client struct {
 
 	sid uint64
 
+	// batch sizes the batched transactions within the engine's limits.
+	batch batches
+
 	// trashDays is the volume's TrashDays, reloaded about once a minute
 	// so that a re-format changes it under live mounts.
 	trashDays atomic.Int32
@@ -233,10 +236,11 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	if conf.OpTimeout == 0 {
 		conf.OpTimeout = DefaultOpTimeout
 	}
+	batch := batchesFor(store.LimitsOf(st))
 	if conf.OpTimeout > 0 {
 		st = bounded{st, conf.OpTimeout}
 	}
-	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, done: make(chan struct{})}
+	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, batch: batch, done: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

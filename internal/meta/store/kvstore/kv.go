@@ -61,12 +61,23 @@ type DB interface {
 	Close() error
 }
 
+// Limiter is the optional interface of a DB whose transactions have
+// bounds, counted in keys: MaxTxnOps bounds the keys one Update reads and
+// writes together. Store forwards it as store.Limiter (each record of the
+// typed transaction is one key).
+type Limiter interface {
+	Limits() store.Limits
+}
+
 // Store is a store.Store over a DB.
 type Store struct {
 	db DB
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Limiter = (*Store)(nil)
+)
 
 // New returns a store.Store that keeps its records in db.
 func New(db DB) *Store { return &Store{db: db} }
@@ -76,6 +87,14 @@ func (s *Store) Name() string { return s.db.Name() }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
+
+// Limits returns the bounds the DB declares through Limiter, or none.
+func (s *Store) Limits() store.Limits {
+	if l, ok := s.db.(Limiter); ok {
+		return l.Limits()
+	}
+	return store.Limits{}
+}
 
 // Update runs fn in a transaction, retrying on conflict (store.Retry).
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
