@@ -82,7 +82,7 @@ func kvTests(t *testing.T, base string) {
 		db := open(t, volumeURL(t, base), true)
 		t.Cleanup(func() { db.Close() })
 		return db
-	}, true)
+	}, kvtest.Options{Phantoms: true, Snapshot: true})
 }
 
 func TestKV(t *testing.T) { kvTests(t, testserver.URL(t, testserver.Etcd)) }

@@ -7,10 +7,16 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvtest"
 )
 
 func TestSuite(t *testing.T) {
 	metatest.Run(t, func(t *testing.T) store.Store { return kvstore.New(mem.New(t.Name())) })
+}
+
+func TestKV(t *testing.T) {
+	kvtest.Run(t, func(t *testing.T) kvstore.DB { return mem.New(t.Name()) },
+		kvtest.Options{Phantoms: true, Snapshot: true})
 }
 
 func BenchmarkMeta(b *testing.B) {

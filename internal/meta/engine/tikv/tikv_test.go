@@ -86,7 +86,7 @@ func TestSuite(t *testing.T) {
 
 func TestKV(t *testing.T) {
 	s := mockStore(t)
-	kvtest.Run(t, func(t *testing.T) kvstore.DB { return volume(t, s) }, false)
+	kvtest.Run(t, func(t *testing.T) kvstore.DB { return volume(t, s) }, kvtest.Options{Snapshot: true})
 }
 
 // TestPrefixes checks that volumes sharing a store see only their own keys,
