@@ -31,6 +31,11 @@ func BenchmarkMeta(b *testing.B) {
 	metatest.Bench(b, func(tb testing.TB) store.Store { return sqltest.Store(tb, engine, base) })
 }
 
+func TestStore(t *testing.T) {
+	base := testserver.URL(t, testserver.MySQL)
+	storetest.Run(t, func(t *testing.T) store.Store { return sqltest.Store(t, engine, base) }, storetest.Options{})
+}
+
 func TestRaces(t *testing.T) {
 	u := sqltest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
 	storetest.Races(t, sqltest.OpenStore(t, engine, u, true), sqltest.OpenStore(t, engine, u, false), true)

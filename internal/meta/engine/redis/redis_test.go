@@ -18,6 +18,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvtest"
+	"github.com/sluicefs/sluice/internal/meta/store/storetest"
 	"github.com/sluicefs/sluice/internal/testserver"
 )
 
@@ -106,6 +107,32 @@ func TestSuite(t *testing.T) {
 			metatest.RunOptions(t, func(t *testing.T) store.Store {
 				return kvstore.New(openDB(t, freshURL(t, s.env)))
 			}, metatest.Options{ModelOps: 500})
+		})
+	}
+}
+
+// TestStore runs the store contract. Whole-family scans use SCAN, which
+// may return a key twice.
+func TestStore(t *testing.T) {
+	for _, s := range servers {
+		t.Run(s.name, func(t *testing.T) {
+			testserver.URL(t, s.env)
+			storetest.Run(t, func(t *testing.T) store.Store {
+				return kvstore.New(openDB(t, freshURL(t, s.env)))
+			}, storetest.Options{ScanRepeats: true})
+		})
+	}
+}
+
+// TestRaces runs two handles of one volume.
+func TestRaces(t *testing.T) {
+	for _, s := range servers {
+		t.Run(s.name, func(t *testing.T) {
+			u := freshURL(t, s.env)
+			st1, st2 := kvstore.New(openDB(t, u)), kvstore.New(openDB(t, u))
+			defer st1.Close()
+			defer st2.Close()
+			storetest.Races(t, st1, st2, true)
 		})
 	}
 }

@@ -29,6 +29,12 @@ func TestSuite(t *testing.T) {
 	})
 }
 
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return open(t, filepath.Join(t.TempDir(), "meta.db"), true)
+	}, storetest.Options{})
+}
+
 func BenchmarkMeta(b *testing.B) {
 	metatest.Bench(b, func(tb testing.TB) store.Store {
 		return open(tb, filepath.Join(tb.TempDir(), "meta.db"), true)

@@ -11,6 +11,9 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
+// errWriteInView fails a View whose callback wrote.
+var errWriteInView = errors.New("write in a read-only transaction")
+
 // inBatch bounds the values of one IN (...) list, well under every
 // dialect's limit on placeholders.
 const inBatch = 500
@@ -161,6 +164,13 @@ func (t *tx) each(q string, args []any, scan func(func(...any) error) error) err
 // exec runs a statement that writes, and returns the rows it affected.
 func (t *tx) exec(q string, args ...any) int64 {
 	if t.err != nil {
+		return 0
+	}
+	if !t.write {
+		// On a server the first statement of a View runs alone and
+		// would commit at once; on SQLite the rollback would drop it
+		// silently.
+		t.err = errWriteInView
 		return 0
 	}
 	st, err := t.statement(q, false)

@@ -10,10 +10,10 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-// update runs fn with st.Update until it does not conflict: Races makes
+// updateRetrying runs fn with st.Update until it does not conflict: Races makes
 // far more contention than the core, which Update's own retries are
 // sized for.
-func update(ctx context.Context, st store.Store, fn func(store.Tx) error) error {
+func updateRetrying(ctx context.Context, st store.Store, fn func(store.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := st.Update(ctx, fn)
 		if !errors.Is(err, store.ErrConflict) || attempt == 20 {
@@ -29,7 +29,6 @@ func update(ctx context.Context, st store.Store, fn func(store.Tx) error) error 
 // write skew through a phantom; neither writes the directory's node, which
 // the core always does and which would serialize them on its own).
 func Races(t *testing.T, st1, st2 store.Store, phantoms bool) {
-	ctx := context.Background()
 	const workers, incs, rounds = 4, 25, 20
 	const dirs = store.Ino(1000) // directories dirs+r, one per round
 	var wg sync.WaitGroup
@@ -38,7 +37,7 @@ func Races(t *testing.T, st1, st2 store.Store, phantoms bool) {
 		for range workers {
 			wg.Go(func() {
 				for range incs {
-					errs <- update(ctx, st, func(tx store.Tx) error {
+					errs <- updateRetrying(ctx, st, func(tx store.Tx) error {
 						v, err := tx.Counter("races")
 						if err != nil {
 							return err
@@ -56,7 +55,7 @@ func Races(t *testing.T, st1, st2 store.Store, phantoms bool) {
 			for i, st := range []store.Store{st1, st2} {
 				wg.Go(func() {
 					<-start
-					errs <- update(ctx, st, func(tx store.Tx) error {
+					errs <- updateRetrying(ctx, st, func(tx store.Tx) error {
 						es, err := tx.Edges(dirs+store.Ino(r), nil, 10)
 						if err == nil && len(es) == 0 {
 							tx.SetEdge(dirs+store.Ino(r), store.Edge{Name: fmt.Appendf(nil, "by%d", i), Ino: 5000, Type: store.TypeFile})
