@@ -76,7 +76,8 @@ type Config struct {
 	// DirMtimeSkip lets a change of a directory's entries leave its times
 	// alone when they were set less than this long ago (and its link
 	// count does not change), so concurrent creates in one directory do
-	// not all write its record. Default 10 ms; negative disables.
+	// not all write its record. Default 10 ms; negative disables. It is
+	// disabled on an engine that misses phantoms (store.Limits).
 	DirMtimeSkip time.Duration
 	// AtimeMode is AtimeNone (default), AtimeRelative or AtimeStrict.
 	AtimeMode string
@@ -236,7 +237,13 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	if conf.OpTimeout == 0 {
 		conf.OpTimeout = DefaultOpTimeout
 	}
-	batch := batchesFor(store.LimitsOf(st))
+	limits := store.LimitsOf(st)
+	if limits.MissesPhantoms {
+		// An rmdir's emptiness scan would not conflict with a create
+		// that left the directory's node unwritten.
+		conf.DirMtimeSkip = -1
+	}
+	batch := batchesFor(limits)
 	if conf.OpTimeout > 0 {
 		st = bounded{st, conf.OpTimeout}
 	}

@@ -105,10 +105,12 @@
 // ChunkIndexes, the queue listings), by a transaction that committed
 // meanwhile. mem, redis (it checks each scanned sorted-set range), etcd
 // (a range compare), sqlite, postgres and mysql (next-key locks) make the
-// Update conflict; tikv does not, as TiKV has no range locks. The core
-// must therefore not rest a decision on a scan alone finding nothing: the
-// transactions that insert into the range must also write a record the
-// scanning one reads.
+// Update conflict; tikv does not, as TiKV has no range locks, and declares
+// it (Limits.MissesPhantoms). On such an engine the core must not rest a
+// decision on a scan alone finding nothing: the transactions that insert
+// into the range must also write a record the scanning one reads (meta
+// then writes a directory's node with every change of its entries,
+// instead of skipping it within Config.DirMtimeSkip).
 //
 // The largest transaction. Engines may bound the records one transaction
 // touches, and declare it through the optional Limiter (see Limits and

@@ -1,12 +1,13 @@
 package store
 
 // Limits are the bounds an engine puts on one transaction, which the core
-// plans its batched work around (dropping the chunks of a truncated or
-// deleted file, emptying the trash, unqueueing deleted slices): it never
-// builds a transaction that exceeds them. A zero field means the engine
-// declares no bound of that kind; the core then keeps to its own,
-// moderate batch sizes, since on every engine a huge transaction holds
-// locks or risks conflicts for long.
+// plans around: it never builds a transaction that exceeds them (dropping
+// the chunks of a truncated or deleted file, emptying the trash and
+// unqueueing deleted slices run in batches), and it covers for weaker
+// isolation. The zero Limits is an engine with no bound and full
+// isolation: a zero field declares no bound of that kind, and the core
+// then keeps to its own, moderate batch sizes, since on every engine a
+// huge transaction holds locks or risks conflicts for long.
 type Limits struct {
 	// MaxTxnOps bounds the records one Update may read, and those it
 	// may write, each Tx read or write of one record counting once. The
@@ -14,6 +15,12 @@ type Limits struct {
 	// margin: etcd's --max-txn-ops (128 by default) bounds the compares
 	// that guard the reads and the writes of its atomic commit separately.
 	MaxTxnOps int
+	// MissesPhantoms says that an Update which scanned a range does not
+	// conflict with a commit that inserted a record into it meanwhile
+	// (tikv; see the package doc). The core then writes, with every
+	// change of a directory's entries, the directory's node, which every
+	// transaction scanning the entries reads.
+	MissesPhantoms bool
 }
 
 // Limiter is the optional interface of a Store whose transactions have

@@ -92,7 +92,7 @@ func TestRaces(t *testing.T) {
 	defer st1.Close()
 	st2 := kvstore.New(open(t, u, true)) // nothing is formatted
 	defer st2.Close()
-	storetest.Races(t, st1, st2, true)
+	storetest.Races(t, st1, st2)
 }
 
 func kvTests(t *testing.T, base string) {
@@ -100,7 +100,7 @@ func kvTests(t *testing.T, base string) {
 		db := open(t, volumeURL(t, base), true)
 		t.Cleanup(func() { db.Close() })
 		return db
-	}, kvtest.Options{Phantoms: true, Snapshot: true})
+	}, kvtest.Options{Snapshot: true})
 }
 
 func TestKV(t *testing.T) { kvTests(t, testserver.URL(t, testserver.Etcd)) }

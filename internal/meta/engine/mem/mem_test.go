@@ -21,12 +21,12 @@ func TestStore(t *testing.T) {
 
 func TestRaces(t *testing.T) {
 	db := mem.New(t.Name())
-	storetest.Races(t, kvstore.New(db), kvstore.New(db), true)
+	storetest.Races(t, kvstore.New(db), kvstore.New(db))
 }
 
 func TestKV(t *testing.T) {
 	kvtest.Run(t, func(t *testing.T) kvstore.DB { return mem.New(t.Name()) },
-		kvtest.Options{Phantoms: true, Snapshot: true})
+		kvtest.Options{Snapshot: true})
 }
 
 func BenchmarkMeta(b *testing.B) {

@@ -38,7 +38,7 @@ func TestStore(t *testing.T) {
 
 func TestRaces(t *testing.T) {
 	u := sqltest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
-	storetest.Races(t, sqltest.OpenStore(t, engine, u, true), sqltest.OpenStore(t, engine, u, false), true)
+	storetest.Races(t, sqltest.OpenStore(t, engine, u, true), sqltest.OpenStore(t, engine, u, false))
 }
 
 func TestTwoClients(t *testing.T) {

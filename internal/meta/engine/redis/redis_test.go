@@ -132,7 +132,7 @@ func TestRaces(t *testing.T) {
 			st1, st2 := kvstore.New(openDB(t, u)), kvstore.New(openDB(t, u))
 			defer st1.Close()
 			defer st2.Close()
-			storetest.Races(t, st1, st2, true)
+			storetest.Races(t, st1, st2)
 		})
 	}
 }
@@ -147,7 +147,7 @@ func TestKV(t *testing.T) {
 				d := openDB(t, freshURL(t, s.env))
 				t.Cleanup(func() { d.Close() })
 				return d
-			}, kvtest.Options{Phantoms: true})
+			}, kvtest.Options{})
 		})
 	}
 }

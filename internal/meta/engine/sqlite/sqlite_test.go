@@ -93,7 +93,7 @@ func TestRaces(t *testing.T) {
 	defer st1.Close()
 	st2 := open(t, path, false)
 	defer st2.Close()
-	storetest.Races(t, st1, st2, true)
+	storetest.Races(t, st1, st2)
 }
 
 // TestOldKVLayout checks that a file holding the one key-value table of

@@ -24,11 +24,13 @@ func updateRetrying(ctx context.Context, st store.Store, fn func(store.Tx) error
 
 // Races checks that Update transactions on two handles of one volume are
 // serializable: concurrent read-modify-writes of one counter lose no
-// update and, when phantoms is true, of two transactions that each add an
+// update and, unless the store declares it misses phantoms
+// (store.Limits.MissesPhantoms), of two transactions that each add an
 // entry to a directory only if they found it empty, exactly one adds (no
 // write skew through a phantom; neither writes the directory's node, which
-// the core always does and which would serialize them on its own).
-func Races(t *testing.T, st1, st2 store.Store, phantoms bool) {
+// would serialize them on its own).
+func Races(t *testing.T, st1, st2 store.Store) {
+	phantoms := !store.LimitsOf(st1).MissesPhantoms
 	const workers, incs, rounds = 4, 25, 20
 	const dirs = store.Ino(1000) // directories dirs+r, one per round
 	var wg sync.WaitGroup
