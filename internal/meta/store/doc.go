@@ -128,7 +128,8 @@
 //
 // An engine grows through small optional interfaces found by type
 // assertion, each with a fallback for engines without it, in the manner
-// of database/sql/driver: Limiter (fallback: no declared bound). A Store
+// of database/sql/driver: Limiter (fallback: the zero Limits, no bound and
+// full isolation). A Store
 // decorator forwards them (meta's operation-timeout decorator forwards
 // Limiter). Below the typed transaction, kvstore has its own (kvstore.Lister,
 // kvstore.Limiter).
