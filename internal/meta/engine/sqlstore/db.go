@@ -117,7 +117,11 @@ type Store struct {
 	// and with the dialect's locking clause (LockReads).
 	stmts    [2]sync.Map
 	prepared [2]sync.Map // per pool (reader, writer): SQL → *sql.Stmt
-	upserts  sync.Map    // table → its upsert statement
+	// pending holds, per pool, statements run as text because they were
+	// not prepared yet (SQL → lock): the next transaction on the pool
+	// prepares them before it begins (see preparedStmt).
+	pending [2]sync.Map
+	upserts sync.Map // table → its upsert statement
 	// appendSlice appends a slice to a chunk's list inside the database.
 	appendSlice string
 }
@@ -231,28 +235,54 @@ func (s *Store) sql(q string, lock bool) string {
 	return b.String()
 }
 
-// prepare returns q (as written here; see sql for lock) prepared on the
-// pool of write transactions or that of read ones. A statement is
-// prepared once and kept until Close; on one pool a statement is always
-// asked for with the same lock, as only SELECTs of write transactions
-// lock.
-func (s *Store) prepare(ctx context.Context, write bool, q string, lock bool) (*sql.Stmt, error) {
+// preparedStmt returns q (as written here; see sql for lock) prepared on the
+// pool of write transactions or that of read ones, or nil when it is not
+// prepared yet. A statement is prepared once and kept until Close; on one
+// pool a statement is always asked for with the same lock, as only
+// SELECTs of write transactions lock.
+//
+// A statement is never prepared inside a transaction: preparing on the
+// pool takes a second connection, and when the transaction holds SQLite's
+// write lock the pool's other connections may all be waiting for that
+// lock, so the transaction would wait for them until the busy timeout.
+// A statement that is not prepared yet runs as text on the transaction's
+// connection and is queued, and preparePending prepares it before the
+// next transaction on the pool begins.
+func (s *Store) preparedStmt(write bool, q string, lock bool) *sql.Stmt {
+	i := 0
+	if write {
+		i = 1
+	}
+	if v, ok := s.prepared[i].Load(q); ok {
+		return v.(*sql.Stmt)
+	}
+	s.pending[i].Store(q, lock)
+	return nil
+}
+
+// preparePending prepares the statements queued by preparedStmt on one pool,
+// outside any transaction. A statement that fails to prepare is dropped:
+// it fails again, with the error reported, when a transaction runs it.
+func (s *Store) preparePending(ctx context.Context, write bool) {
 	i, pool := 0, s.reader
 	if write {
 		i, pool = 1, s.writer
 	}
-	if v, ok := s.prepared[i].Load(q); ok {
-		return v.(*sql.Stmt), nil
-	}
-	st, err := pool.PrepareContext(ctx, s.sql(q, lock))
-	if err != nil {
-		return nil, err
-	}
-	if v, loaded := s.prepared[i].LoadOrStore(q, st); loaded {
-		st.Close()
-		return v.(*sql.Stmt), nil
-	}
-	return st, nil
+	s.pending[i].Range(func(k, v any) bool {
+		q := k.(string)
+		s.pending[i].Delete(q)
+		if _, ok := s.prepared[i].Load(q); ok {
+			return true
+		}
+		st, err := pool.PrepareContext(ctx, s.sql(q, v.(bool)))
+		if err != nil {
+			return ctx.Err() == nil
+		}
+		if _, loaded := s.prepared[i].LoadOrStore(q, st); loaded {
+			st.Close()
+		}
+		return true
+	})
 }
 
 // upsert returns the statement that inserts a row of table, or replaces
@@ -325,6 +355,9 @@ func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) er
 	pool, opts := s.reader, s.d.ReadTx
 	if write {
 		pool, opts = s.writer, s.d.WriteTx
+	}
+	if s.d.Embedded {
+		s.preparePending(ctx, write)
 	}
 	return s.d.run(ctx, pool, opts, write, func(sqlTx *sql.Tx) error {
 		t := &tx{ctx: ctx, s: s, tx: sqlTx, write: write}

@@ -79,7 +79,8 @@ func (s text) ExecContext(ctx context.Context, args ...any) (sql.Result, error) 
 
 // statement returns q, as written here, ready to run in the transaction:
 // prepared once per pool when the database is embedded (compiling a
-// statement costs SQLite more than running it), otherwise as text. A
+// statement costs SQLite more than running it; see Store.preparedStmt),
+// otherwise as text. A
 // SELECT (read) in a write transaction locks what it reads. The first
 // statement of a lazy read transaction runs alone; the second begins the
 // transaction.
@@ -99,11 +100,10 @@ func (t *tx) statement(q string, read bool) (statement, error) {
 	if !t.s.d.Embedded {
 		return text{t.tx, t.s.sql(q, lock)}, nil
 	}
-	st, err := t.s.prepare(t.ctx, t.write, q, lock)
-	if err != nil {
-		return nil, err
+	if st := t.s.preparedStmt(t.write, q, lock); st != nil {
+		return t.tx.StmtContext(t.ctx, st), nil
 	}
-	return t.tx.StmtContext(t.ctx, st), nil
+	return text{t.tx, t.s.sql(q, lock)}, nil
 }
 
 // query runs a SELECT.
