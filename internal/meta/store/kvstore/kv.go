@@ -1,7 +1,7 @@
 // Package kvstore implements store.Tx once over an ordered, transactional
-// key-value database, so that an engine which offers such a database (an
-// embedded SQL table, etcd, TiKV, an in-memory tree) needs only a thin
-// adapter implementing DB and Txn.
+// key-value database, so that an engine which offers such a database
+// (Redis, etcd, TiKV, an in-memory tree) needs only a thin adapter
+// implementing DB and Txn. kvtest is the adapters' contract test.
 //
 // Key layout (all integers big-endian so that keys sort numerically):
 //
@@ -42,7 +42,9 @@ type Txn interface {
 	// GetMany fetches several keys, ideally in one round trip.
 	GetMany(keys [][]byte) ([][]byte, error)
 	// Scan returns up to limit pairs with begin <= key < end in key order;
-	// limit <= 0 means no limit.
+	// limit <= 0 means no limit. kvstore scans only inside one record
+	// family of the layout below (whole families go through Lister when
+	// the Txn has it), so an adapter may index each family on its own.
 	Scan(begin, end []byte, limit int) ([]Pair, error)
 	Set(key, value []byte)
 	Delete(key []byte)
