@@ -61,3 +61,8 @@ func (b bounded) run(ctx context.Context, fn func(store.Tx) error, tx func(conte
 	}
 	return fmt.Errorf("metadata engine %s did not answer within %v: %w", b.Name(), b.d, err)
 }
+
+var _ store.Limiter = bounded{}
+
+// Limits forwards the engine's bounds (see store.LimitsOf).
+func (b bounded) Limits() store.Limits { return store.LimitsOf(b.Store) }

@@ -80,7 +80,8 @@ type Config struct {
 	// DirMtimeSkip lets a change of a directory's entries leave its times
 	// alone when they were set less than this long ago (and its link
 	// count does not change), so concurrent creates in one directory do
-	// not all write its record. Default 10 ms; negative disables.
+	// not all write its record. Default 10 ms; negative disables. It is
+	// disabled on an engine that misses phantoms (store.Limits).
 	DirMtimeSkip time.Duration
 	// AtimeMode is AtimeNone (default), AtimeRelative or AtimeStrict.
 	AtimeMode string
@@ -116,6 +117,9 @@ type Client struct {
 	flushMu sync.RWMutex
 
 	sid uint64
+
+	// batch sizes the batched transactions within the engine's limits.
+	batch batches
 
 	// trashDays is the volume's TrashDays, reloaded about once a minute
 	// so that a re-format changes it under live mounts.
@@ -237,8 +241,15 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	if conf.OpTimeout == 0 {
 		conf.OpTimeout = DefaultOpTimeout
 	}
+	limits := store.LimitsOf(st)
+	if limits.MissesPhantoms {
+		// An rmdir's emptiness scan would not conflict with a create
+		// that left the directory's node unwritten.
+		conf.DirMtimeSkip = -1
+	}
+	batch := batchesFor(limits)
 	st = Bound(st, conf.OpTimeout)
-	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, done: make(chan struct{})}
+	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, batch: batch, done: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

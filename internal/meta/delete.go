@@ -11,11 +11,6 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-// deleteBatch is how many queued slices one round deletes; their queue
-// records then go in one transaction (within etcd's default
-// --max-txn-ops).
-const deleteBatch = 100
-
 // processDeletions works through the deletion queues: the chunks of
 // deleted files are dropped (queueing their slices), unfinished
 // truncations are finished, and queued slices have their blocks deleted
@@ -52,7 +47,7 @@ func (c *Client) processDeletions(ctx context.Context) error {
 		var slices []Slice
 		if err := c.st.View(ctx, func(tx store.Tx) error {
 			var err error
-			slices, err = tx.DelSlices(deleteBatch)
+			slices, err = tx.DelSlices(c.batch.delSlices)
 			return err
 		}); err != nil {
 			return fmt.Errorf("list deleted slices: %w", err)
@@ -60,7 +55,7 @@ func (c *Client) processDeletions(ctx context.Context) error {
 		if err := c.deleteSlices(ctx, slices); err != nil {
 			return err
 		}
-		if len(slices) < deleteBatch || ctx.Err() != nil {
+		if len(slices) < c.batch.delSlices || ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
@@ -110,7 +105,7 @@ func (c *Client) dropFileData(ctx context.Context, f store.DelFile) error {
 		var done bool
 		err := c.st.Update(ctx, func(tx store.Tx) error {
 			var err error
-			if done, err = dropChunksTx(tx, f.Ino, 0); err != nil {
+			if done, err = c.dropChunksTx(tx, f.Ino, 0); err != nil {
 				return err
 			}
 			if done {

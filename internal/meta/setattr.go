@@ -56,7 +56,7 @@ func (c *Client) SetAttr(ctx context.Context, ino Ino, mask uint32, in *Attr) (*
 				}
 			}
 			if mask&SetSize != 0 && in.Length != oldLen {
-				if pending, err = truncateTx(tx, n, oldLen, in.Length); err != nil {
+				if pending, err = c.truncateTx(tx, n, oldLen, in.Length); err != nil {
 					return err
 				}
 				grow = align4K(in.Length) - align4K(oldLen)

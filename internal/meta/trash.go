@@ -46,9 +46,6 @@ const (
 	trashHourFormat = "2006-01-02-15"
 	// trashCheckInterval is how often the volume's trash is expired.
 	trashCheckInterval = time.Hour
-	// trashBatch is how many trashed files one transaction deletes, so
-	// that it fits etcd's default --max-txn-ops.
-	trashBatch = 16
 	// counterTrashClean holds the unix time of the last trash expiry
 	// started by any client: the lease that lets one client do it.
 	counterTrashClean = "lastTrashClean"
@@ -201,7 +198,7 @@ func (c *Client) emptyTrashDir(ctx context.Context, hour store.Edge) error {
 		var r removal
 		err := c.st.Update(ctx, func(tx store.Tx) error {
 			r, done = removal{}, false
-			es, err := tx.Edges(hour.Ino, nil, trashBatch)
+			es, err := tx.Edges(hour.Ino, nil, c.batch.trash)
 			if err != nil {
 				return err
 			}

@@ -11,10 +11,11 @@ import (
 // Truncation and the dropping of chunks.
 //
 // Shrinking a file past many chunks cannot drop them all in the
-// transaction that changes its length: etcd refuses more than
-// --max-txn-ops (128 by default) operations per transaction, and on any
-// engine one huge transaction holds locks or conflicts for long. So the
-// transaction that changes the length drops what fits in one bounded batch
+// transaction that changes its length: an engine may bound the operations
+// of a transaction (store.Limits; etcd refuses more than its --max-txn-ops,
+// 128 by default), and on any engine one huge transaction holds locks or
+// conflicts for long. So the transaction that changes the length drops
+// what fits in one bounded batch (Client.batch, see batchesFor)
 // and, when chunks are left, marks the node (flagTruncating) and records a
 // store.Truncation. Later transactions, each within the same bound, drop
 // the rest: first in the truncating call itself (Config.TruncateSyncBatches),
@@ -33,17 +34,6 @@ import (
 // unfinished truncation.
 const flagTruncating = 0x20
 
-// Bounds of one chunk-dropping transaction.
-const (
-	// chunkDropBudget bounds the records one transaction reads or writes
-	// while dropping chunks: a chunk costs its delete, and each of its
-	// slices a reference-count read and a write. It leaves room under
-	// etcd's default --max-txn-ops for the caller's own records.
-	chunkDropBudget = 96
-	// chunkDropScan is how many chunk indexes one transaction lists.
-	chunkDropScan = 24
-)
-
 // errTruncating reports that an operation would extend a file whose
 // truncation is unfinished; extending finishes it and retries.
 var errTruncating = errors.New("file has chunks left over from a truncation")
@@ -53,7 +43,7 @@ var errTruncating = errors.New("file has chunks left over from a truncation")
 // file again reads zeros there, and drops the chunks past the end: all of
 // them when they fit one batch, else the first batch, reporting pending
 // (see the top of this file).
-func truncateTx(tx store.Tx, n *Attr, oldLen, newLen uint64) (pending bool, err error) {
+func (c *Client) truncateTx(tx store.Tx, n *Attr, oldLen, newLen uint64) (pending bool, err error) {
 	n.Length = newLen
 	if newLen >= oldLen {
 		return false, nil
@@ -67,7 +57,7 @@ func truncateTx(tx store.Tx, n *Attr, oldLen, newLen uint64) (pending bool, err 
 		tx.AppendSlice(n.Ino, first, Slice{Pos: off, Len: uint32(end) - off})
 		first++
 	}
-	done, err := dropChunksTx(tx, n.Ino, first)
+	done, err := c.dropChunksTx(tx, n.Ino, first)
 	if err != nil {
 		return false, err
 	}
@@ -87,8 +77,9 @@ func truncateTx(tx store.Tx, n *Attr, oldLen, newLen uint64) (pending bool, err 
 // their slices, as far as one transaction's budget allows. A chunk with
 // more slices than fit is cut down instead, and finished by the next
 // call. It reports whether no chunk at or above from is left.
-func dropChunksTx(tx store.Tx, ino Ino, from uint32) (done bool, err error) {
-	idxs, err := tx.ChunkIndexes(ino, from, chunkDropScan)
+func (c *Client) dropChunksTx(tx store.Tx, ino Ino, from uint32) (done bool, err error) {
+	budget, scan := c.batch.dropBudget, c.batch.dropScan
+	idxs, err := tx.ChunkIndexes(ino, from, scan)
 	if err != nil {
 		return false, err
 	}
@@ -99,7 +90,7 @@ func dropChunksTx(tx store.Tx, ino Ino, from uint32) (done bool, err error) {
 			return false, err
 		}
 		cost := 1 + 2*countStored(ss)
-		if ops+cost <= chunkDropBudget {
+		if ops+cost <= budget {
 			tx.SetChunk(ino, idx, nil)
 			if err := releaseSlices(tx, ss); err != nil {
 				return false, err
@@ -108,7 +99,7 @@ func dropChunksTx(tx store.Tx, ino Ino, from uint32) (done bool, err error) {
 			continue
 		}
 		if i == 0 {
-			keep, drop := splitStored(ss, (chunkDropBudget-ops-1)/2)
+			keep, drop := splitStored(ss, (budget-ops-1)/2)
 			tx.SetChunk(ino, idx, keep)
 			if err := releaseSlices(tx, drop); err != nil {
 				return false, err
@@ -116,7 +107,7 @@ func dropChunksTx(tx store.Tx, ino Ino, from uint32) (done bool, err error) {
 		}
 		return false, nil
 	}
-	return len(idxs) < chunkDropScan, nil
+	return len(idxs) < scan, nil
 }
 
 // countStored counts the slices of ss that name stored data (not holes).
@@ -184,7 +175,7 @@ func (c *Client) finishTruncate(ctx context.Context, ino Ino, maxBatches int) er
 				return nil
 			}
 			from := uint32((n.Length + ChunkSize - 1) / ChunkSize)
-			if done, err = dropChunksTx(tx, ino, from); err != nil || !done {
+			if done, err = c.dropChunksTx(tx, ino, from); err != nil || !done {
 				return err
 			}
 			n.Flags &^= flagTruncating

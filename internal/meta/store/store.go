@@ -1,20 +1,3 @@
-// Package store is the seam between the POSIX core in package meta and the
-// metadata engines. It defines the records the core keeps (nodes, directory
-// edges, chunk slice lists, symlink targets, extended attributes, counters,
-// sessions, deletion queues) and the typed transaction over them.
-//
-// The core runs every operation as one managed transaction:
-//
-//	err := s.Update(ctx, func(tx store.Tx) error { ... })
-//
-// Update retries the callback when the engine reports a conflict, so a
-// callback must be idempotent: it may run several times and must not have
-// side effects outside the transaction other than on its own local
-// variables. View runs a read-only transaction.
-//
-// Error convention: methods return ErrNotFound (checked with errors.Is) for
-// a missing record where noted, ErrConflict when a transaction lost a race
-// (Update retries those), and other errors wrapped with context.
 package store
 
 import (
@@ -233,7 +216,7 @@ type Store interface {
 	// of one View at the same instant (the SQL servers' first statement
 	// runs before the transaction of the rest begins, and Redis reads
 	// each round trip afresh), so fn tolerates a record that changed or
-	// vanished between two of its reads.
+	// vanished between two of its reads. A write in View fails it.
 	//
 	// A View sees every commit made through the same handle before it
 	// began, and a handle never reads a value older than one it has
@@ -243,6 +226,7 @@ type Store interface {
 	// current by reports that travel beside the writer's reply. Update
 	// checks every value it read at commit, so a committed Update read
 	// the values current at its commit, whichever handle wrote them.
+	// (The package doc lists each engine's guarantees.)
 	View(ctx context.Context, fn func(tx Tx) error) error
 	// Name describes the engine and its address with secrets removed.
 	Name() string

@@ -60,9 +60,10 @@
 // many operations (default 128), and requests larger than
 // --max-request-bytes (default 1.5 MiB). An atomic commit cannot be split,
 // so a transaction over a limit fails with an error that names the flag.
-// Core transactions touch a handful of keys, and those that drop chunks
-// (truncation, deletion of a file's data, trash expiry) work in batches
-// that stay under about 100 operations, so the default limit works
+// The DB declares the default limit (kvstore.Limiter, store.Limits), and
+// the core sizes the transactions that drop chunks (truncation, deletion of
+// a file's data, trash expiry) to stay under about 100 operations, while
+// its other transactions touch a handful of keys, so the default limit works
 // (TestManyChunksDefaultLimits checks it on a throwaway etcd). Still run
 // etcd with a larger --max-txn-ops (e.g. 10000) for headroom, and a larger
 // --max-request-bytes if chunks may hold tens of thousands of slices.

@@ -24,8 +24,9 @@ import (
 const (
 	// dialTimeout bounds Open: connecting, authenticating and the first read.
 	dialTimeout = 5 * time.Second
-	// maxReadOps is the number of Gets sent in one etcd Txn by GetMany:
-	// etcd's default --max-txn-ops.
+	// maxReadOps is the number of Gets sent in one etcd Txn by GetMany,
+	// and the bound of a transaction the DB declares (Limits): etcd's
+	// default --max-txn-ops.
 	maxReadOps = 128
 	// sep ends the volume prefix. It is not valid UTF-8 and PREFIX must be,
 	// so the key ranges of two volumes never overlap.
@@ -43,7 +44,16 @@ type DB struct {
 	serializable bool   // View may read from any member's local state
 }
 
-var _ kvstore.DB = (*DB)(nil)
+var (
+	_ kvstore.DB      = (*DB)(nil)
+	_ kvstore.Limiter = (*DB)(nil)
+)
+
+// Limits declares etcd's default --max-txn-ops, which the server applies
+// to the compares and to the writes of one commit: the core keeps every
+// transaction under it. A server started with a larger limit only gains
+// headroom.
+func (d *DB) Limits() store.Limits { return store.Limits{MaxTxnOps: maxReadOps} }
 
 // location is what an etcd URL names.
 type location struct {

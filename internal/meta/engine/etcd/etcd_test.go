@@ -13,6 +13,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvtest"
+	"github.com/sluicefs/sluice/internal/meta/store/storetest"
 	"github.com/sluicefs/sluice/internal/testserver"
 )
 
@@ -77,12 +78,29 @@ func TestSuite(t *testing.T) { suite(t, testserver.URL(t, testserver.Etcd)) }
 
 func TestSuiteCluster(t *testing.T) { suite(t, testserver.URL(t, testserver.EtcdCluster)) }
 
+func TestStore(t *testing.T) {
+	base := testserver.URL(t, testserver.Etcd)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return kvstore.New(open(t, volumeURL(t, base), true))
+	}, storetest.Options{})
+}
+
+// TestRaces runs two handles of one volume, each through another member.
+func TestRaces(t *testing.T) {
+	u := volumeURL(t, testserver.URL(t, testserver.EtcdCluster))
+	st1 := kvstore.New(open(t, u, true))
+	defer st1.Close()
+	st2 := kvstore.New(open(t, u, true)) // nothing is formatted
+	defer st2.Close()
+	storetest.Races(t, st1, st2)
+}
+
 func kvTests(t *testing.T, base string) {
 	kvtest.Run(t, func(t *testing.T) kvstore.DB {
 		db := open(t, volumeURL(t, base), true)
 		t.Cleanup(func() { db.Close() })
 		return db
-	}, true)
+	}, kvtest.Options{Snapshot: true})
 }
 
 func TestKV(t *testing.T) { kvTests(t, testserver.URL(t, testserver.Etcd)) }

@@ -35,7 +35,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlstore"
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -46,24 +45,16 @@ const (
 	maxIdleTime    = 5 * time.Minute
 	maxLifetime    = 30 * time.Minute
 	urlForm        = "mysql://USER:PASSWORD@(HOST:PORT)/DATABASE"
-	// maxKey bounds key length; our longest keys are an inode, a kind
-	// byte and a 255-byte name.
-	maxKey = 1024
 )
 
 var dialect = sqlstore.Dialect{
-	Dialect: sqlkv.Dialect{
-		KeyType:      fmt.Sprintf("VARBINARY(%d)", maxKey),
-		ValueType:    "LONGBLOB",
-		TableOptions: " ENGINE=InnoDB",
-		Upsert:       "INSERT INTO %s (k, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v)",
-		LockReads:    " FOR UPDATE",
-		// Every connection is set to REPEATABLE READ (see session), so
-		// transactions need no isolation option, which would cost a
-		// round trip each.
-		ReadTx:   &sql.TxOptions{ReadOnly: true},
-		Classify: classify,
-	},
+	TableOptions: " ENGINE=InnoDB",
+	LockReads:    " FOR UPDATE",
+	// Every connection is set to REPEATABLE READ (see session), so
+	// transactions need no isolation option, which would cost a round
+	// trip each.
+	ReadTx:         &sql.TxOptions{ReadOnly: true},
+	Classify:       classify,
 	Int:            "BIGINT",
 	Name:           "VARBINARY(255)",
 	Blob:           "LONGBLOB",
@@ -97,14 +88,7 @@ func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) 
 	return sqlstore.OpenURL(ctx, rawURL, create, config)
 }
 
-// OpenKV opens the volume's records in one key-value table (table_prefix
-// + "kv"), the layout of volumes formatted before sqlstore; Open serves
-// such a volume too. It is for tests of that layout.
-func OpenKV(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
-	return sqlstore.OpenKVURL(ctx, rawURL, create, config)
-}
-
-// config returns what Open and OpenKV open for rawURL, its pool included.
+// config returns what Open opens for rawURL, its pool included.
 func config(rawURL string) (sqlstore.Config, error) {
 	conf, prefix, err := parseURL(rawURL)
 	if err != nil {
@@ -173,7 +157,7 @@ func parseURL(rawURL string) (*mysql.Config, string, error) {
 	if conf.DBName == "" {
 		return nil, "", bad("no database")
 	}
-	prefix, err := sqlkv.TableName(conf.Params["table_prefix"], "")
+	prefix, err := sqlstore.TablePrefix(conf.Params["table_prefix"])
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", redact(rawURL, conf), err)
 	}
@@ -210,14 +194,14 @@ func classify(err error) error {
 		// deadlock, lock wait timeout, duplicate key (two inserts of
 		// one key), record changed since read (MariaDB snapshot
 		// isolation)
-		return sqlkv.Conflict(err)
+		return sqlstore.Conflict(err)
 	case 1045, 1698:
-		return sqlkv.Explain(err, me.Message+" (check the user and password in the URL)")
+		return sqlstore.Explain(err, me.Message+" (check the user and password in the URL)")
 	case 1044, 1049:
 		// no access to the database, unknown database
-		return sqlkv.Explain(err, me.Message)
+		return sqlstore.Explain(err, me.Message)
 	case 1146:
-		return sqlkv.NoTable(err)
+		return sqlstore.NoTable(err)
 	}
 	return err
 }

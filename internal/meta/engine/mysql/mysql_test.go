@@ -11,49 +11,40 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/sluicefs/sluice/internal/meta/engine/mysql"
-	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv/sqlkvtest"
+	"github.com/sluicefs/sluice/internal/meta/engine/sqlstore/sqltest"
 	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/store/storetest"
 	"github.com/sluicefs/sluice/internal/testserver"
 )
 
-// engine is the engine's two ways of opening a volume.
-var engine = sqlkvtest.Engine{Open: mysql.Open, OpenKV: mysql.OpenKV}
+// engine opens a volume.
+var engine sqltest.Opener = mysql.Open
 
 func TestSuite(t *testing.T) {
 	base := testserver.URL(t, testserver.MySQL)
-	metatest.RunOptions(t, func(t *testing.T) store.Store { return sqlkvtest.Store(t, engine, base) }, metatest.Options{ModelOps: 500})
+	metatest.RunOptions(t, func(t *testing.T) store.Store { return sqltest.Store(t, engine, base) }, metatest.Options{ModelOps: 500})
 }
 
 func BenchmarkMeta(b *testing.B) {
 	base := testserver.URL(b, testserver.MySQL)
-	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.Store(tb, engine, base) })
+	metatest.Bench(b, func(tb testing.TB) store.Store { return sqltest.Store(tb, engine, base) })
 }
 
-// BenchmarkMetaKV is BenchmarkMeta on the key-value layout.
-func BenchmarkMetaKV(b *testing.B) {
-	base := testserver.URL(b, testserver.MySQL)
-	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.StoreKV(tb, engine, base) })
-}
-
-func TestKV(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
-	sqlkvtest.KV(t, sqlkvtest.Open(t, mysql.OpenKV, u, true))
+func TestStore(t *testing.T) {
+	base := testserver.URL(t, testserver.MySQL)
+	storetest.Run(t, func(t *testing.T) store.Store { return sqltest.Store(t, engine, base) }, storetest.Options{})
 }
 
 func TestRaces(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
-	sqlkvtest.Races(t, sqlkvtest.Open(t, mysql.OpenKV, u, true), sqlkvtest.Open(t, mysql.OpenKV, u, false))
-}
-
-func TestKVLayout(t *testing.T) {
-	sqlkvtest.KVLayout(t, engine, testserver.URL(t, testserver.MySQL))
+	u := sqltest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
+	storetest.Races(t, sqltest.OpenStore(t, engine, u, true), sqltest.OpenStore(t, engine, u, false))
 }
 
 func TestTwoClients(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
-	st1 := sqlkvtest.OpenStore(t, engine, u, true)
-	metatest.TwoClients(t, st1, func() store.Store { return sqlkvtest.OpenStore(t, engine, u, false) })
+	u := sqltest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
+	st1 := sqltest.OpenStore(t, engine, u, true)
+	metatest.TwoClients(t, st1, func() store.Store { return sqltest.OpenStore(t, engine, u, false) })
 }
 
 // parts splits a mysql://USER:PASSWORD@(ADDR)/DB?QUERY URL.
@@ -80,7 +71,7 @@ func TestOpenErrors(t *testing.T) {
 		}
 		return u
 	}
-	silent := sqlkvtest.Silent(t)
+	silent := sqltest.Silent(t)
 	cases := []struct {
 		name, url string
 		create    bool
@@ -95,8 +86,8 @@ func TestOpenErrors(t *testing.T) {
 		{"malformed", "mysql://" + user + ":wrong-secret@(" + addr + ")", true, "malformed MySQL URL"},
 		{"bad param", mk(user, "wrong-secret", addr, db) + "?timeout=soon", true, "malformed MySQL URL"},
 		{"no database", mk(user, "wrong-secret", addr, ""), true, "malformed MySQL URL: no database"},
-		{"bad prefix", sqlkvtest.WithParam(base, "table_prefix", "x%3Bdrop"), true, `bad table_prefix "x;drop"`},
-		{"not formatted", sqlkvtest.WithParam(base, "table_prefix", "never_formatted_"), false,
+		{"bad prefix", sqltest.WithParam(base, "table_prefix", "x%3Bdrop"), true, `bad table_prefix "x;drop"`},
+		{"not formatted", sqltest.WithParam(base, "table_prefix", "never_formatted_"), false,
 			"table never_formatted_node does not exist (volume not formatted?)"},
 	}
 	for _, c := range cases {
@@ -130,7 +121,7 @@ func TestURLForms(t *testing.T) {
 		if query != "" {
 			u += "?" + query
 		}
-		d := sqlkvtest.OpenStore(t, engine, sqlkvtest.FreshURL(t, engine, u), true)
+		d := sqltest.OpenStore(t, engine, sqltest.FreshURL(t, engine, u), true)
 		if strings.Contains(d.Name(), ":"+pass+"@") && pass != "" {
 			t.Errorf("name %q shows the password", d.Name())
 		}
@@ -142,8 +133,8 @@ func TestURLForms(t *testing.T) {
 // and the entry's node), run alone with no BEGIN or ROLLBACK; a View of
 // two statements runs them in one transaction.
 func TestOneStatementReads(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
-	st := sqlkvtest.OpenStore(t, engine, u, true)
+	u := sqltest.FreshURL(t, engine, testserver.URL(t, testserver.MySQL))
+	st := sqltest.OpenStore(t, engine, u, true)
 	ctx := context.Background()
 	dir := &store.Node{Ino: 1000, Type: store.TypeDir, Mode: 0o755, Nlink: 2, Parent: 1}
 	file := &store.Node{Ino: 1001, Type: store.TypeFile, Mode: 0o644, Nlink: 1, Length: 42, Parent: 1000}

@@ -30,7 +30,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlstore"
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -43,19 +42,14 @@ const (
 )
 
 var dialect = sqlstore.Dialect{
-	Dialect: sqlkv.Dialect{
-		Dollar:    true,
-		KeyType:   "bytea",
-		ValueType: "bytea",
-		Upsert:    "INSERT INTO %s (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-		WriteTx:   &sql.TxOptions{Isolation: sql.LevelSerializable},
-		ReadTx:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
-		Classify:  classify,
-	},
-	Int:    "bigint",
-	Name:   "bytea",
-	Blob:   "bytea",
-	Concat: "%s || %s",
+	Dollar:   true,
+	WriteTx:  &sql.TxOptions{Isolation: sql.LevelSerializable},
+	ReadTx:   &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+	Classify: classify,
+	Int:      "bigint",
+	Name:     "bytea",
+	Blob:     "bytea",
+	Concat:   "%s || %s",
 }
 
 // Open connects to the database rawURL names and returns the volume in it
@@ -66,14 +60,7 @@ func Open(ctx context.Context, rawURL string, create bool) (store.Store, error) 
 	return sqlstore.OpenURL(ctx, rawURL, create, config)
 }
 
-// OpenKV opens the volume's records in one key-value table (table_prefix
-// + "kv"), the layout of volumes formatted before sqlstore; Open serves
-// such a volume too. It is for tests of that layout.
-func OpenKV(ctx context.Context, rawURL string, create bool) (*sqlkv.DB, error) {
-	return sqlstore.OpenKVURL(ctx, rawURL, create, config)
-}
-
-// config returns what Open and OpenKV open for rawURL, its pool included.
+// config returns what Open opens for rawURL, its pool included.
 func config(rawURL string) (sqlstore.Config, error) {
 	conf, prefix, name, err := parseURL(rawURL)
 	if err != nil {
@@ -124,7 +111,7 @@ func parseURL(rawURL string) (conf *pgx.ConnConfig, prefix, name string, err err
 	if err != nil {
 		return nil, "", "", bad(err.Error())
 	}
-	prefix, err = sqlkv.TableName(q.Get("table_prefix"), "")
+	prefix, err = sqlstore.TablePrefix(q.Get("table_prefix"))
 	if err != nil {
 		return nil, "", "", fmt.Errorf("%s: %w", name, err)
 	}
@@ -150,14 +137,14 @@ func classify(err error) error {
 	case "40001", "40P01", "23505", "55P03":
 		// serialization_failure, deadlock_detected, unique_violation
 		// (two inserts of one key), lock_not_available
-		return sqlkv.Conflict(err)
+		return sqlstore.Conflict(err)
 	case "28P01":
-		return sqlkv.Explain(err, pe.Message+" (check the user and password in the URL)")
+		return sqlstore.Explain(err, pe.Message+" (check the user and password in the URL)")
 	case "28000", "3D000", "42501":
 		// no pg_hba.conf entry, database does not exist, no privilege
-		return sqlkv.Explain(err, pe.Message)
+		return sqlstore.Explain(err, pe.Message)
 	case "42P01":
-		return sqlkv.NoTable(err)
+		return sqlstore.NoTable(err)
 	}
 	return err
 }

@@ -8,49 +8,40 @@ import (
 	"time"
 
 	"github.com/sluicefs/sluice/internal/meta/engine/postgres"
-	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv/sqlkvtest"
+	"github.com/sluicefs/sluice/internal/meta/engine/sqlstore/sqltest"
 	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/store/storetest"
 	"github.com/sluicefs/sluice/internal/testserver"
 )
 
-// engine is the engine's two ways of opening a volume.
-var engine = sqlkvtest.Engine{Open: postgres.Open, OpenKV: postgres.OpenKV}
+// engine opens a volume.
+var engine sqltest.Opener = postgres.Open
 
 func TestSuite(t *testing.T) {
 	base := testserver.URL(t, testserver.Postgres)
-	metatest.RunOptions(t, func(t *testing.T) store.Store { return sqlkvtest.Store(t, engine, base) }, metatest.Options{ModelOps: 500})
+	metatest.RunOptions(t, func(t *testing.T) store.Store { return sqltest.Store(t, engine, base) }, metatest.Options{ModelOps: 500})
 }
 
 func BenchmarkMeta(b *testing.B) {
 	base := testserver.URL(b, testserver.Postgres)
-	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.Store(tb, engine, base) })
+	metatest.Bench(b, func(tb testing.TB) store.Store { return sqltest.Store(tb, engine, base) })
 }
 
-// BenchmarkMetaKV is BenchmarkMeta on the key-value layout.
-func BenchmarkMetaKV(b *testing.B) {
-	base := testserver.URL(b, testserver.Postgres)
-	metatest.Bench(b, func(tb testing.TB) store.Store { return sqlkvtest.StoreKV(tb, engine, base) })
-}
-
-func TestKV(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.Postgres))
-	sqlkvtest.KV(t, sqlkvtest.Open(t, postgres.OpenKV, u, true))
+func TestStore(t *testing.T) {
+	base := testserver.URL(t, testserver.Postgres)
+	storetest.Run(t, func(t *testing.T) store.Store { return sqltest.Store(t, engine, base) }, storetest.Options{})
 }
 
 func TestRaces(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.Postgres))
-	sqlkvtest.Races(t, sqlkvtest.Open(t, postgres.OpenKV, u, true), sqlkvtest.Open(t, postgres.OpenKV, u, false))
-}
-
-func TestKVLayout(t *testing.T) {
-	sqlkvtest.KVLayout(t, engine, testserver.URL(t, testserver.Postgres))
+	u := sqltest.FreshURL(t, engine, testserver.URL(t, testserver.Postgres))
+	storetest.Races(t, sqltest.OpenStore(t, engine, u, true), sqltest.OpenStore(t, engine, u, false))
 }
 
 func TestTwoClients(t *testing.T) {
-	u := sqlkvtest.FreshURL(t, engine, testserver.URL(t, testserver.Postgres))
-	st1 := sqlkvtest.OpenStore(t, engine, u, true)
-	metatest.TwoClients(t, st1, func() store.Store { return sqlkvtest.OpenStore(t, engine, u, false) })
+	u := sqltest.FreshURL(t, engine, testserver.URL(t, testserver.Postgres))
+	st1 := sqltest.OpenStore(t, engine, u, true)
+	metatest.TwoClients(t, st1, func() store.Store { return sqltest.OpenStore(t, engine, u, false) })
 }
 
 func TestOpenErrors(t *testing.T) {
@@ -64,7 +55,7 @@ func TestOpenErrors(t *testing.T) {
 		return u.String()
 	}
 	user := base.User.Username()
-	silent := sqlkvtest.Silent(t)
+	silent := sqltest.Silent(t)
 	cases := []struct {
 		name, url string
 		create    bool
@@ -79,9 +70,9 @@ func TestOpenErrors(t *testing.T) {
 		{"no answer", with(func(u *url.URL) { u.Host = silent }), true, "no answer from the server within 5s"},
 		{"malformed", "postgres://sluice:wrong-secret@127.0.0.1:port/sluice", true, "malformed PostgreSQL URL"},
 		{"no database", with(func(u *url.URL) { u.Path = "" }), true, "malformed PostgreSQL URL: no database"},
-		{"bad prefix", sqlkvtest.WithParam(base.String(), "table_prefix", "x%3Bdrop"), true, `bad table_prefix "x;drop"`},
-		{"semicolon", sqlkvtest.WithParam(base.String(), "table_prefix", "x;drop"), true, "malformed PostgreSQL URL"},
-		{"not formatted", sqlkvtest.WithParam(base.String(), "table_prefix", "never_formatted_"), false,
+		{"bad prefix", sqltest.WithParam(base.String(), "table_prefix", "x%3Bdrop"), true, `bad table_prefix "x;drop"`},
+		{"semicolon", sqltest.WithParam(base.String(), "table_prefix", "x;drop"), true, "malformed PostgreSQL URL"},
+		{"not formatted", sqltest.WithParam(base.String(), "table_prefix", "never_formatted_"), false,
 			"table never_formatted_node does not exist (volume not formatted?)"},
 	}
 	for _, c := range cases {

@@ -397,7 +397,11 @@ func (d *DB) Update(ctx context.Context, fn func(kvstore.Txn) error) error {
 	return t.commit()
 }
 
-// View runs fn with plain reads.
+// View runs fn with plain reads; a write in it fails the View.
 func (d *DB) View(ctx context.Context, fn func(kvstore.Txn) error) error {
-	return fn(newTxn(ctx, d, false))
+	t := newTxn(ctx, d, false)
+	if err := fn(t); err != nil {
+		return err
+	}
+	return t.err
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvtest"
+	"github.com/sluicefs/sluice/internal/meta/store/storetest"
 	"github.com/sluicefs/sluice/internal/testserver"
 )
 
@@ -105,6 +107,47 @@ func TestSuite(t *testing.T) {
 			metatest.RunOptions(t, func(t *testing.T) store.Store {
 				return kvstore.New(openDB(t, freshURL(t, s.env)))
 			}, metatest.Options{ModelOps: 500})
+		})
+	}
+}
+
+// TestStore runs the store contract. Whole-family scans use SCAN, which
+// may return a key twice.
+func TestStore(t *testing.T) {
+	for _, s := range servers {
+		t.Run(s.name, func(t *testing.T) {
+			testserver.URL(t, s.env)
+			storetest.Run(t, func(t *testing.T) store.Store {
+				return kvstore.New(openDB(t, freshURL(t, s.env)))
+			}, storetest.Options{ScanRepeats: true})
+		})
+	}
+}
+
+// TestRaces runs two handles of one volume.
+func TestRaces(t *testing.T) {
+	for _, s := range servers {
+		t.Run(s.name, func(t *testing.T) {
+			u := freshURL(t, s.env)
+			st1, st2 := kvstore.New(openDB(t, u)), kvstore.New(openDB(t, u))
+			defer st1.Close()
+			defer st2.Close()
+			storetest.Races(t, st1, st2)
+		})
+	}
+}
+
+// TestKV runs the adapter contract. View reads each call afresh (no
+// snapshot); scanned ranges are checked at commit, so phantoms conflict.
+func TestKV(t *testing.T) {
+	for _, s := range servers {
+		t.Run(s.name, func(t *testing.T) {
+			testserver.URL(t, s.env)
+			kvtest.Run(t, func(t *testing.T) kvstore.DB {
+				d := openDB(t, freshURL(t, s.env))
+				t.Cleanup(func() { d.Close() })
+				return d
+			}, kvtest.Options{})
 		})
 	}
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -27,6 +28,8 @@ type txn struct {
 	// they are checked at commit like any read; a conflict makes the
 	// cache read them again.
 	cached []string
+	// err is a write attempted in View, which fails the View.
+	err error
 }
 
 // rangeCheck is one ZRANGEBYLEX of an Update, checked again at commit.
@@ -312,11 +315,24 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 	return out, nil
 }
 
+// errWriteInView is the failure of a View whose callback wrote.
+var errWriteInView = errors.New("redis: write in a read-only transaction")
+
 func (t *txn) Set(key, value []byte) {
+	if !t.update {
+		t.err = errWriteInView
+		return
+	}
 	if value == nil {
 		value = []byte{}
 	}
 	t.writes[string(key)] = bytes.Clone(value)
 }
 
-func (t *txn) Delete(key []byte) { t.writes[string(key)] = nil }
+func (t *txn) Delete(key []byte) {
+	if !t.update {
+		t.err = errWriteInView
+		return
+	}
+	t.writes[string(key)] = nil
+}

@@ -18,7 +18,6 @@ import (
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 
-	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlstore"
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -27,18 +26,13 @@ import (
 // deferred) from the pool, so they need no options. A concatenation of
 // BLOBs yields TEXT in SQLite, hence the cast.
 var dialect = sqlstore.Dialect{
-	Dialect: sqlkv.Dialect{
-		KeyType:      "BLOB",
-		ValueType:    "BLOB",
-		TableOptions: " WITHOUT ROWID",
-		Upsert:       "INSERT OR REPLACE INTO %s (k, v) VALUES (?, ?)",
-		Classify:     describe,
-	},
-	Int:      "INTEGER",
-	Name:     "BLOB",
-	Blob:     "BLOB",
-	Concat:   "CAST(%s || %s AS BLOB)",
-	Embedded: true,
+	TableOptions: " WITHOUT ROWID",
+	Classify:     describe,
+	Int:          "INTEGER",
+	Name:         "BLOB",
+	Blob:         "BLOB",
+	Concat:       "CAST(%s || %s AS BLOB)",
+	Embedded:     true,
 }
 
 // Open opens the SQLite file at path and the volume in it (see
@@ -58,22 +52,7 @@ func Open(ctx context.Context, path string, create bool) (store.Store, error) {
 	return st, nil
 }
 
-// OpenKV opens the file at path with the records in one key-value table,
-// the layout of volumes formatted before sqlstore; Open serves such a
-// volume too. It is for tests of that layout.
-func OpenKV(ctx context.Context, path string, create bool) (*sqlkv.DB, error) {
-	c, err := config(path, create)
-	if err != nil {
-		return nil, err
-	}
-	db, err := sqlkv.Open(ctx, c.KV(), true)
-	if err != nil {
-		return nil, fmt.Errorf("open metadata file %s: %w", path, err)
-	}
-	return db, nil
-}
-
-// config returns what Open and OpenKV open for the file at path.
+// config returns what Open opens for the file at path.
 func config(path string, create bool) (sqlstore.Config, error) {
 	writer, reader, err := pools(path, create)
 	if err != nil {
@@ -127,10 +106,10 @@ func describe(err error) error {
 		case sqlite3.ErrCantOpen, sqlite3.ErrPerm, sqlite3.ErrReadonly:
 			return fmt.Errorf("cannot open or write the file: %w", err)
 		case sqlite3.ErrBusy, sqlite3.ErrLocked:
-			return sqlkv.Conflict(err)
+			return sqlstore.Conflict(err)
 		case sqlite3.ErrError:
 			if strings.HasPrefix(se.Error(), "no such table") {
-				return sqlkv.NoTable(err)
+				return sqlstore.NoTable(err)
 			}
 		}
 	}

@@ -2,16 +2,16 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlite"
-	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv/sqlkvtest"
 	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
-	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/store/storetest"
 )
 
 func open(t testing.TB, path string, create bool) store.Store {
@@ -23,28 +23,16 @@ func open(t testing.TB, path string, create bool) store.Store {
 	return st
 }
 
-// TestSuiteKV runs the suite on a volume in the key-value table of the
-// older layout, which Open still serves.
-func TestSuiteKV(t *testing.T) {
-	metatest.Run(t, func(t *testing.T) store.Store {
-		path := filepath.Join(t.TempDir(), "meta.db")
-		db, err := sqlite.OpenKV(context.Background(), path, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.Close()
-		st := open(t, path, false)
-		if _, ok := st.(*kvstore.Store); !ok {
-			t.Fatalf("a volume in the key-value layout opened as %T", st)
-		}
-		return st
-	})
-}
-
 func TestSuite(t *testing.T) {
 	metatest.Run(t, func(t *testing.T) store.Store {
 		return open(t, filepath.Join(t.TempDir(), "meta.db"), true)
 	})
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return open(t, filepath.Join(t.TempDir(), "meta.db"), true)
+	}, storetest.Options{})
 }
 
 func BenchmarkMeta(b *testing.B) {
@@ -97,41 +85,38 @@ func TestTwoHandles(t *testing.T) {
 	})
 }
 
-func TestKV(t *testing.T) {
-	db, err := sqlite.OpenKV(context.Background(), filepath.Join(t.TempDir(), "meta.db"), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	sqlkvtest.KV(t, db)
-}
-
 // TestRaces checks that write transactions on two handles of one file are
 // serializable.
 func TestRaces(t *testing.T) {
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "meta.db")
-	db1, err := sqlite.OpenKV(ctx, path, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db1.Close()
-	db2, err := sqlite.OpenKV(ctx, path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db2.Close()
-	sqlkvtest.Races(t, db1, db2)
+	st1 := open(t, path, true)
+	defer st1.Close()
+	st2 := open(t, path, false)
+	defer st2.Close()
+	storetest.Races(t, st1, st2)
 }
 
-// BenchmarkMetaKV is BenchmarkMeta on the key-value layout.
-func BenchmarkMetaKV(b *testing.B) {
-	metatest.Bench(b, func(tb testing.TB) store.Store {
-		path := filepath.Join(tb.TempDir(), "meta.db")
-		db, err := sqlite.OpenKV(context.Background(), path, true)
-		if err != nil {
-			tb.Fatal(err)
+// TestOldKVLayout checks that a file holding the one key-value table of
+// early versions is refused, not formatted anew beside its records.
+func TestOldKVLayout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meta.db")
+	db, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec("CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID")
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, create := range []bool{false, true} {
+		st, err := sqlite.Open(context.Background(), path, create)
+		if err == nil {
+			st.Close()
+			t.Fatalf("open of a key-value layout file (create=%v) succeeded", create)
 		}
-		return kvstore.New(db)
-	})
+		if !strings.Contains(err.Error(), "key-value layout") {
+			t.Fatalf("open of a key-value layout file (create=%v): %v", create, err)
+		}
+	}
 }

@@ -24,16 +24,25 @@
 // The SQL engines (sqlite, postgres, mysql) are thin adapters that open
 // the *sql.DB handles and describe their SQL in a Dialect.
 //
-// Transactions and errors work as in package sqlkv: Update runs in a write
-// transaction that the dialect makes serializable (SQLite's BEGIN
-// IMMEDIATE, PostgreSQL's SERIALIZABLE, InnoDB's locking reads), retried
-// on conflict; statements execute at once, so reads see the
-// transaction's writes, and the first failed statement voids the
-// transaction.
+// Transactions. Update runs fn in a write transaction begun with
+// Dialect.WriteTx on the writer pool, which the dialect makes serializable
+// for the rows and ranges fn reads: SQLite by BEGIN IMMEDIATE (one writer
+// at a time), PostgreSQL by SERIALIZABLE isolation, InnoDB by locking every
+// read (Dialect.LockReads; next-key locks cover scanned ranges). It is
+// retried on conflict. Statements execute at once, so reads see the
+// transaction's writes. View runs on the reader pool (see Store.view).
 //
-// Volumes formatted before this layout keep their records in sqlkv's one
-// key-value table; Open finds such a table and serves the volume from it
-// (see Open).
+// Errors. Every driver error passes through Dialect.Classify, which marks
+// lost races (serialization failures, deadlocks, lock timeouts, busy files)
+// with store.ErrConflict (Conflict) so that Update retries, and rewords the
+// errors a user can act on (bad password, missing database) with Explain.
+// Failures to reach a server are reworded here, once for all dialects.
+// Once a statement fails, the transaction is void (PostgreSQL aborts it,
+// InnoDB may already have rolled it back): the Tx runs no further
+// statement and Update returns that failure.
+//
+// This is the one SQL layout. A change to it comes with a new
+// meta.MetaVersion and a migration.
 package sqlstore
 
 import (
@@ -46,16 +55,25 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicefs/sluice/internal/meta/engine/sqlkv"
 	"github.com/sluicefs/sluice/internal/meta/store"
-	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
 
-// Dialect is what differs between SQL databases. The embedded sqlkv
-// Dialect describes transactions and errors, and the legacy key-value
-// table.
+// Dialect is what differs between SQL databases.
 type Dialect struct {
-	sqlkv.Dialect
+	// Dollar selects $1, $2, ... placeholders (PostgreSQL) instead of ?.
+	Dollar bool
+	// TableOptions follows the column list in CREATE TABLE
+	// (" ENGINE=InnoDB").
+	TableOptions string
+	// LockReads is appended to every SELECT in a write transaction, e.g.
+	// " FOR UPDATE" where reads would otherwise see an unlocked snapshot.
+	LockReads string
+	// WriteTx and ReadTx are the options write and read transactions begin
+	// with (nil: the driver's default).
+	WriteTx, ReadTx *sql.TxOptions
+	// Classify maps a driver error to the error callers see (see the
+	// package doc); nil keeps driver errors as they are.
+	Classify func(error) error
 	// Int is the column type of integers (64-bit, signed).
 	Int string
 	// Name is the column type of names in keys (entry, xattr and counter
@@ -80,20 +98,13 @@ type Config struct {
 	// Name names the database for users (Store.Name); no password in it.
 	Name string
 	// Prefix starts every table name; valid unquoted in the dialect (see
-	// sqlkv.TableName).
+	// TablePrefix).
 	Prefix string
 	// Writer runs write transactions; Reader runs read ones (nil: Writer).
 	Writer, Reader *sql.DB
 	Dialect        Dialect
 	// ConnectTimeout bounds Open's first connection (0: no bound).
 	ConnectTimeout time.Duration
-}
-
-// KV returns the configuration of the same database in the key-value
-// layout of older volumes: table Prefix + "kv" (package sqlkv).
-func (c Config) KV() sqlkv.Config {
-	return sqlkv.Config{Name: c.Name, Table: c.Prefix + "kv", Writer: c.Writer, Reader: c.Reader,
-		Dialect: c.Dialect.Dialect, ConnectTimeout: c.ConnectTimeout}
 }
 
 // Store is a store.Store in tables of a SQL database.
@@ -106,7 +117,11 @@ type Store struct {
 	// and with the dialect's locking clause (LockReads).
 	stmts    [2]sync.Map
 	prepared [2]sync.Map // per pool (reader, writer): SQL → *sql.Stmt
-	upserts  sync.Map    // table → its upsert statement
+	// pending holds, per pool, statements run as text because they were
+	// not prepared yet (SQL → lock): the next transaction on the pool
+	// prepares them before it begins (see preparedStmt).
+	pending [2]sync.Map
+	upserts sync.Map // table → its upsert statement
 	// appendSlice appends a slice to a chunk's list inside the database.
 	appendSlice string
 }
@@ -114,12 +129,9 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open connects to the database and returns the store of the volume in
-// it:
-//   - in the tables of this package when they exist;
-//   - otherwise in the key-value table of an older volume (Prefix + "kv",
-//     package sqlkv), when that exists;
-//   - otherwise, with create, in new tables; without, it fails saying the
-//     volume is not formatted.
+// its tables. When they do not exist, Open creates them with create, and
+// without fails saying the volume is not formatted; it refuses a database
+// that holds the one key-value table of early versions.
 //
 // Open takes ownership of the pools: it closes them when it fails, and the
 // store's Close closes them.
@@ -152,38 +164,22 @@ func OpenURL(ctx context.Context, rawURL string, create bool, config func(string
 	return st, nil
 }
 
-// OpenKVURL is OpenURL for the one key-value table of volumes formatted
-// before this package (package sqlkv), which Open serves too; it is for
-// tests of that layout.
-func OpenKVURL(ctx context.Context, rawURL string, create bool, config func(string) (Config, error)) (*sqlkv.DB, error) {
-	c, err := config(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	db, err := sqlkv.Open(ctx, c.KV(), create)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Name, err)
-	}
-	return db, nil
-}
-
 func (s *Store) open(ctx context.Context, c Config, create bool) (store.Store, error) {
-	if err := sqlkv.Ping(ctx, s.writer, c.ConnectTimeout, s.d.Describe); err != nil {
+	if err := ping(ctx, s.writer, c.ConnectTimeout, s.d.Describe); err != nil {
 		return nil, err
 	}
 	have, err := s.exists(ctx, s.table("node"))
 	if err != nil || have {
 		return s, err
 	}
-	if have, err = s.exists(ctx, c.KV().Table); err != nil {
-		return nil, err
-	}
-	if have {
-		kv, err := sqlkv.Open(ctx, c.KV(), false)
-		if err != nil {
-			return nil, err
+	// Volumes formatted by early versions kept every record in one
+	// key-value table, a layout no longer read: refuse rather than format
+	// a new volume beside its records.
+	if old, err := s.exists(ctx, s.table("kv")); err != nil || old {
+		if err == nil {
+			err = fmt.Errorf("table %s holds a volume in the key-value layout of early sluice versions, which this version no longer reads: dump it with the version that formatted it and load the dump", s.table("kv"))
 		}
-		return kvstore.New(kv), nil
+		return nil, err
 	}
 	if !create {
 		return nil, fmt.Errorf("table %s does not exist (volume not formatted?)", s.table("node"))
@@ -196,7 +192,7 @@ func (s *Store) exists(ctx context.Context, table string) (bool, error) {
 	rows, err := s.reader.QueryContext(ctx, "SELECT 1 FROM "+table+" LIMIT 1")
 	if err != nil {
 		err = s.d.Describe(err)
-		if errors.Is(err, sqlkv.ErrNoTable) {
+		if errors.Is(err, ErrNoTable) {
 			return false, nil
 		}
 		return false, fmt.Errorf("read table %s: %w", table, err)
@@ -239,28 +235,54 @@ func (s *Store) sql(q string, lock bool) string {
 	return b.String()
 }
 
-// prepare returns q (as written here; see sql for lock) prepared on the
-// pool of write transactions or that of read ones. A statement is
-// prepared once and kept until Close; on one pool a statement is always
-// asked for with the same lock, as only SELECTs of write transactions
-// lock.
-func (s *Store) prepare(ctx context.Context, write bool, q string, lock bool) (*sql.Stmt, error) {
+// preparedStmt returns q (as written here; see sql for lock) prepared on the
+// pool of write transactions or that of read ones, or nil when it is not
+// prepared yet. A statement is prepared once and kept until Close; on one
+// pool a statement is always asked for with the same lock, as only
+// SELECTs of write transactions lock.
+//
+// A statement is never prepared inside a transaction: preparing on the
+// pool takes a second connection, and when the transaction holds SQLite's
+// write lock the pool's other connections may all be waiting for that
+// lock, so the transaction would wait for them until the busy timeout.
+// A statement that is not prepared yet runs as text on the transaction's
+// connection and is queued, and preparePending prepares it before the
+// next transaction on the pool begins.
+func (s *Store) preparedStmt(write bool, q string, lock bool) *sql.Stmt {
+	i := 0
+	if write {
+		i = 1
+	}
+	if v, ok := s.prepared[i].Load(q); ok {
+		return v.(*sql.Stmt)
+	}
+	s.pending[i].Store(q, lock)
+	return nil
+}
+
+// preparePending prepares the statements queued by preparedStmt on one pool,
+// outside any transaction. A statement that fails to prepare is dropped:
+// it fails again, with the error reported, when a transaction runs it.
+func (s *Store) preparePending(ctx context.Context, write bool) {
 	i, pool := 0, s.reader
 	if write {
 		i, pool = 1, s.writer
 	}
-	if v, ok := s.prepared[i].Load(q); ok {
-		return v.(*sql.Stmt), nil
-	}
-	st, err := pool.PrepareContext(ctx, s.sql(q, lock))
-	if err != nil {
-		return nil, err
-	}
-	if v, loaded := s.prepared[i].LoadOrStore(q, st); loaded {
-		st.Close()
-		return v.(*sql.Stmt), nil
-	}
-	return st, nil
+	s.pending[i].Range(func(k, v any) bool {
+		q := k.(string)
+		s.pending[i].Delete(q)
+		if _, ok := s.prepared[i].Load(q); ok {
+			return true
+		}
+		st, err := pool.PrepareContext(ctx, s.sql(q, v.(bool)))
+		if err != nil {
+			return ctx.Err() == nil
+		}
+		if _, loaded := s.prepared[i].LoadOrStore(q, st); loaded {
+			st.Close()
+		}
+		return true
+	})
 }
 
 // upsert returns the statement that inserts a row of table, or replaces
@@ -334,9 +356,12 @@ func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) er
 	if write {
 		pool, opts = s.writer, s.d.WriteTx
 	}
-	return s.d.Run(ctx, pool, opts, write, func(sqlTx *sql.Tx) error {
+	if s.d.Embedded {
+		s.preparePending(ctx, write)
+	}
+	return s.d.run(ctx, pool, opts, write, func(sqlTx *sql.Tx) error {
 		t := &tx{ctx: ctx, s: s, tx: sqlTx, write: write}
-		return sqlkv.Failed(fn(t), t.err)
+		return failed(fn(t), t.err)
 	})
 }
 
@@ -348,7 +373,7 @@ func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) er
 // key-value engines give it, not one snapshot across reads).
 func (s *Store) view(ctx context.Context, fn func(store.Tx) error) error {
 	t := &tx{ctx: ctx, s: s, lazy: true}
-	err := sqlkv.Failed(fn(t), t.err)
+	err := failed(fn(t), t.err)
 	if t.tx == nil {
 		return err
 	}

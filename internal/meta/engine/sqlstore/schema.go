@@ -72,11 +72,10 @@ func (s *Store) createTables(ctx context.Context) error {
 	return nil
 }
 
-// Drop deletes every table of the volume, the key-value table of an
-// older layout included, for tests and for destroying a volume; s stays
-// open but can no longer be used.
+// Drop deletes every table of the volume, for tests and for destroying a
+// volume; s stays open but can no longer be used.
 func (s *Store) Drop(ctx context.Context) error {
-	for _, kind := range append(kinds(), "kv") {
+	for _, kind := range kinds() {
 		if _, err := s.writer.ExecContext(ctx, "DROP TABLE IF EXISTS "+s.table(kind)); err != nil {
 			return fmt.Errorf("drop table %s: %w", s.table(kind), s.d.Describe(err))
 		}

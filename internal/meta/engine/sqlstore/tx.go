@@ -11,6 +11,9 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
+// errWriteInView fails a View whose callback wrote.
+var errWriteInView = errors.New("write in a read-only transaction")
+
 // inBatch bounds the values of one IN (...) list, well under every
 // dialect's limit on placeholders.
 const inBatch = 500
@@ -76,7 +79,8 @@ func (s text) ExecContext(ctx context.Context, args ...any) (sql.Result, error) 
 
 // statement returns q, as written here, ready to run in the transaction:
 // prepared once per pool when the database is embedded (compiling a
-// statement costs SQLite more than running it), otherwise as text. A
+// statement costs SQLite more than running it; see Store.preparedStmt),
+// otherwise as text. A
 // SELECT (read) in a write transaction locks what it reads. The first
 // statement of a lazy read transaction runs alone; the second begins the
 // transaction.
@@ -96,11 +100,10 @@ func (t *tx) statement(q string, read bool) (statement, error) {
 	if !t.s.d.Embedded {
 		return text{t.tx, t.s.sql(q, lock)}, nil
 	}
-	st, err := t.s.prepare(t.ctx, t.write, q, lock)
-	if err != nil {
-		return nil, err
+	if st := t.s.preparedStmt(t.write, q, lock); st != nil {
+		return t.tx.StmtContext(t.ctx, st), nil
 	}
-	return t.tx.StmtContext(t.ctx, st), nil
+	return text{t.tx, t.s.sql(q, lock)}, nil
 }
 
 // query runs a SELECT.
@@ -161,6 +164,13 @@ func (t *tx) each(q string, args []any, scan func(func(...any) error) error) err
 // exec runs a statement that writes, and returns the rows it affected.
 func (t *tx) exec(q string, args ...any) int64 {
 	if t.err != nil {
+		return 0
+	}
+	if !t.write {
+		// On a server the first statement of a View runs alone and
+		// would commit at once; on SQLite the rollback would drop it
+		// silently.
+		t.err = errWriteInView
 		return 0
 	}
 	st, err := t.statement(q, false)

@@ -45,7 +45,14 @@ type DB struct {
 	close  func() error
 }
 
-var _ kvstore.DB = (*DB)(nil)
+var (
+	_ kvstore.DB      = (*DB)(nil)
+	_ kvstore.Limiter = (*DB)(nil)
+)
+
+// Limits declares that TiKV misses phantoms (see the package doc); it has
+// no operation bound the core can reach.
+func (d *DB) Limits() store.Limits { return store.Limits{MissesPhantoms: true} }
 
 // New returns a DB over the volume under prefix in s, a store the caller
 // made (tests use client-go's mock) and keeps: Close leaves s open.

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvtest"
+	"github.com/sluicefs/sluice/internal/meta/store/storetest"
 )
 
 func init() {
@@ -46,14 +47,26 @@ func mockStore(t *testing.T) *tikvclient.KVStore {
 // deleted when t ends.
 func volume(t *testing.T, s *tikvclient.KVStore) *tikv.DB {
 	t.Helper()
+	return handle(t, s, freshPrefix(t, s))
+}
+
+// freshPrefix returns a new random volume prefix of s whose keys are
+// deleted when t ends.
+func freshPrefix(t *testing.T, s *tikvclient.KVStore) string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	prefix := "sluice-test-" + hex.EncodeToString(b)
+	t.Cleanup(func() { wipe(t, s, prefix) })
+	return prefix
+}
+
+// handle returns a DB over the volume under prefix in s.
+func handle(t *testing.T, s *tikvclient.KVStore, prefix string) *tikv.DB {
+	t.Helper()
 	db, err := tikv.New(s, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { wipe(t, s, prefix) })
 	return db
 }
 
@@ -84,9 +97,22 @@ func TestSuite(t *testing.T) {
 	metatest.Run(t, func(t *testing.T) store.Store { return kvstore.New(volume(t, s)) })
 }
 
+func TestStore(t *testing.T) {
+	s := mockStore(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return kvstore.New(volume(t, s)) }, storetest.Options{})
+}
+
+// TestRaces runs two handles of one volume. The DB declares that it misses
+// phantoms (see the package doc), so the write-skew rounds do not run.
+func TestRaces(t *testing.T) {
+	s := mockStore(t)
+	prefix := freshPrefix(t, s)
+	storetest.Races(t, kvstore.New(handle(t, s, prefix)), kvstore.New(handle(t, s, prefix)))
+}
+
 func TestKV(t *testing.T) {
 	s := mockStore(t)
-	kvtest.Run(t, func(t *testing.T) kvstore.DB { return volume(t, s) }, false)
+	kvtest.Run(t, func(t *testing.T) kvstore.DB { return volume(t, s) }, kvtest.Options{Snapshot: true})
 }
 
 // TestPrefixes checks that volumes sharing a store see only their own keys,

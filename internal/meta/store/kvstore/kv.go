@@ -1,7 +1,7 @@
 // Package kvstore implements store.Tx once over an ordered, transactional
-// key-value database, so that an engine which offers such a database (an
-// embedded SQL table, etcd, TiKV, an in-memory tree) needs only a thin
-// adapter implementing DB and Txn.
+// key-value database, so that an engine which offers such a database
+// (Redis, etcd, TiKV, an in-memory tree) needs only a thin adapter
+// implementing DB and Txn. kvtest is the adapters' contract test.
 //
 // Key layout (all integers big-endian so that keys sort numerically):
 //
@@ -42,7 +42,9 @@ type Txn interface {
 	// GetMany fetches several keys, ideally in one round trip.
 	GetMany(keys [][]byte) ([][]byte, error)
 	// Scan returns up to limit pairs with begin <= key < end in key order;
-	// limit <= 0 means no limit.
+	// limit <= 0 means no limit. kvstore scans only inside one record
+	// family of the layout below (whole families go through Lister when
+	// the Txn has it), so an adapter may index each family on its own.
 	Scan(begin, end []byte, limit int) ([]Pair, error)
 	Set(key, value []byte)
 	Delete(key []byte)
@@ -61,12 +63,23 @@ type DB interface {
 	Close() error
 }
 
+// Limiter is the optional interface of a DB whose transactions have
+// bounds, counted in keys: MaxTxnOps bounds the keys one Update reads and
+// writes together. Store forwards it as store.Limiter (each record of the
+// typed transaction is one key).
+type Limiter interface {
+	Limits() store.Limits
+}
+
 // Store is a store.Store over a DB.
 type Store struct {
 	db DB
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Limiter = (*Store)(nil)
+)
 
 // New returns a store.Store that keeps its records in db.
 func New(db DB) *Store { return &Store{db: db} }
@@ -76,6 +89,14 @@ func (s *Store) Name() string { return s.db.Name() }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
+
+// Limits returns the bounds the DB declares through Limiter, or none.
+func (s *Store) Limits() store.Limits {
+	if l, ok := s.db.(Limiter); ok {
+		return l.Limits()
+	}
+	return store.Limits{}
+}
 
 // Update runs fn in a transaction, retrying on conflict (store.Retry).
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {

@@ -1,4 +1,4 @@
-package sqlkv
+package sqlstore
 
 import (
 	"errors"
@@ -10,24 +10,25 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-func TestTableName(t *testing.T) {
+func TestTablePrefix(t *testing.T) {
 	for _, c := range []struct {
-		prefix, want string
-		ok           bool
+		prefix string
+		ok     bool
 	}{
-		{"", "kv", true},
-		{"vol1_", "vol1_kv", true},
-		{"_x", "_xkv", true},
-		{"1x_", "", false},
-		{"x;drop", "", false},
-		{"a-b", "", false},
-		{"x y", "", false},
-		{`x"`, "", false},
-		{strings.Repeat("a", 41), "", false},
+		{"", true},
+		{"vol1_", true},
+		{"_x", true},
+		{"1x_", false},
+		{"x;drop", false},
+		{"a-b", false},
+		{"x y", false},
+		{`x"`, false},
+		{strings.Repeat("a", 40), true},
+		{strings.Repeat("a", 41), false},
 	} {
-		got, err := TableName(c.prefix, "kv")
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("TableName(%q) = %q, %v; want %q, ok %v", c.prefix, got, err, c.want, c.ok)
+		got, err := TablePrefix(c.prefix)
+		if (err == nil) != c.ok || (c.ok && got != c.prefix) {
+			t.Errorf("TablePrefix(%q) = %q, %v; want ok %v", c.prefix, got, err, c.ok)
 		}
 	}
 }

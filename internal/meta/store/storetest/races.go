@@ -1,0 +1,103 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+)
+
+// updateRetrying runs fn with st.Update until it does not conflict: Races makes
+// far more contention than the core, which Update's own retries are
+// sized for.
+func updateRetrying(ctx context.Context, st store.Store, fn func(store.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := st.Update(ctx, fn)
+		if !errors.Is(err, store.ErrConflict) || attempt == 20 {
+			return err
+		}
+	}
+}
+
+// Races checks that Update transactions on two handles of one volume are
+// serializable: concurrent read-modify-writes of one counter lose no
+// update and, unless the store declares it misses phantoms
+// (store.Limits.MissesPhantoms), of two transactions that each add an
+// entry to a directory only if they found it empty, exactly one adds (no
+// write skew through a phantom; neither writes the directory's node, which
+// would serialize them on its own).
+func Races(t *testing.T, st1, st2 store.Store) {
+	phantoms := !store.LimitsOf(st1).MissesPhantoms
+	const workers, incs, rounds = 4, 25, 20
+	const dirs = store.Ino(1000) // directories dirs+r, one per round
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*workers*incs+2*rounds)
+	for _, st := range []store.Store{st1, st2} {
+		for range workers {
+			wg.Go(func() {
+				for range incs {
+					errs <- updateRetrying(ctx, st, func(tx store.Tx) error {
+						v, err := tx.Counter("races")
+						if err != nil {
+							return err
+						}
+						tx.SetCounter("races", v+1)
+						return nil
+					})
+				}
+			})
+		}
+	}
+	if phantoms {
+		for r := range rounds {
+			start := make(chan struct{})
+			for i, st := range []store.Store{st1, st2} {
+				wg.Go(func() {
+					<-start
+					errs <- updateRetrying(ctx, st, func(tx store.Tx) error {
+						es, err := tx.Edges(dirs+store.Ino(r), nil, 10)
+						if err == nil && len(es) == 0 {
+							tx.SetEdge(dirs+store.Ino(r), store.Edge{Name: fmt.Appendf(nil, "by%d", i), Ino: 5000, Type: store.TypeFile})
+						}
+						return err
+					})
+				})
+			}
+			close(start)
+		}
+	}
+	go func() { wg.Wait(); close(errs) }()
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := st2.View(ctx, func(tx store.Tx) error {
+		v, err := tx.Counter("races")
+		if err != nil {
+			return err
+		}
+		if v != 2*workers*incs {
+			t.Errorf("counter = %d after %d increments: updates were lost", v, 2*workers*incs)
+		}
+		if !phantoms {
+			return nil
+		}
+		for r := range rounds {
+			es, err := tx.Edges(dirs+store.Ino(r), nil, 10)
+			if err != nil {
+				return err
+			}
+			if len(es) != 1 {
+				t.Errorf("round %d: %d entries added to an empty directory, want 1", r, len(es))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
