@@ -205,7 +205,14 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 			return 0, nil, false
 		}
 	}
-	v, err := t.d.watch.call(t.ctx, cmd...)
+	// The cache learns the outcome where the reply arrives: by the time
+	// this goroutine runs again, later changes of the keys may have been
+	// reported and read.
+	v, err := t.d.watch.call(t.ctx, func(v any) {
+		if n, ok := v.(int64); ok && n == 1 {
+			t.d.cache.committed(t.reads, t.writes, apply)
+		}
+	}, cmd...)
 	var re respError
 	replied := errors.As(err, &re) // the server answered with an error
 	_, moved := redirection(re)
@@ -230,9 +237,6 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 	n, isInt := v.(int64)
 	if !isInt {
 		return 0, fmt.Errorf("commit script returned %T", v), true
-	}
-	if n == 1 {
-		t.d.cache.committed(t.reads, t.writes, apply)
 	}
 	return int(n), nil, true
 }

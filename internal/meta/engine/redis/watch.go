@@ -124,6 +124,10 @@ type pending struct {
 	dir    string   // the scan group of a directory listing
 	fence  string   // the scan group of a fence (an EXISTS probe)
 	reply  chan any // a call's: gets the reply, or an error
+	// then, for a call, runs on the reply before the caller gets it, in
+	// the order of the stream: before any later invalidation or reply is
+	// handled.
+	then func(v any)
 }
 
 // session runs one connection until it breaks or the watcher stops.
@@ -206,6 +210,9 @@ func (w *watcher) session() error {
 // names the server to connect to next.
 func (w *watcher) answered(cmd pending, v any) error {
 	if cmd.reply != nil {
+		if cmd.then != nil {
+			cmd.then(v)
+		}
 		cmd.reply <- v
 		return nil
 	}
@@ -328,10 +335,14 @@ func (w *watcher) send(conn net.Conn, buf []byte) error {
 }
 
 // call sends a command on the cache's connection and waits for its reply,
-// which comes in order with the invalidations: what the reply shows is
-// known to the cache before any later change. It fails with errNoSession,
-// having sent nothing, when the connection is down.
-func (w *watcher) call(ctx context.Context, args ...string) (any, error) {
+// which comes in order with the invalidations. then, if not nil, is
+// called with the reply (not with an error of the connection) where it
+// arrives in the stream, before any later invalidation is handled, so
+// that what it tells the cache is known to be current until one is:
+// the caller itself may run long after, when later changes have been
+// reported. It fails with errNoSession, having sent nothing, when the
+// connection is down.
+func (w *watcher) call(ctx context.Context, then func(v any), args ...string) (any, error) {
 	reply := make(chan any, 1)
 	w.mu.Lock()
 	conn := w.conn
@@ -339,7 +350,7 @@ func (w *watcher) call(ctx context.Context, args ...string) (any, error) {
 		w.mu.Unlock()
 		return nil, errNoSession
 	}
-	w.fifo = append(w.fifo, pending{sent: time.Now(), reply: reply})
+	w.fifo = append(w.fifo, pending{sent: time.Now(), reply: reply, then: then})
 	err := w.send(conn, appendCommand(nil, args...))
 	w.mu.Unlock()
 	if err != nil {
