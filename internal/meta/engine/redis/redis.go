@@ -55,8 +55,8 @@
 // stale one only costs a conflict and a retry. A FUSE LOOKUP followed by
 // CREATE or UNLINK thus reads once and commits once.
 //
-// A handle also keeps a cache that the server keeps current through
-// CLIENT TRACKING (see cache and watcher): reads it can answer cost no
+// A handle also keeps a cache (package kvcache) that the server keeps
+// current through CLIENT TRACKING (see watcher): reads it can answer cost no
 // round trip at all, and commits run on its connection. On a cluster that
 // connection goes to the master of the volume's slot.
 //
@@ -84,6 +84,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvcache"
 )
 
 // DB is a kvstore.DB in a Redis server or cluster.
@@ -92,8 +93,8 @@ type DB struct {
 	name   string // URL with the password removed
 	ns     string // "{PREFIX}": the hash tag every key starts with
 	recent *recent
-	cache  *cache   // values the server reports changes of
-	watch  *watcher // keeps cache current
+	cache  *kvcache.Cache // values the server reports changes of
+	watch  *watcher       // keeps cache current
 }
 
 var _ kvstore.DB = (*DB)(nil)
@@ -278,7 +279,7 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 	}
 	ns := "{" + o.prefix + "}"
 	d := &DB{c: c, name: o.String(), ns: ns, recent: newRecent()}
-	d.cache = newCache(cacheMax)
+	d.cache = kvcache.New(cacheMax, cacheLayout)
 	d.watch = newWatcher(o, ns, d.cache, d.locate)
 	return d, nil
 }

@@ -64,7 +64,7 @@ func (t *txn) fetch(keys []string, point bool) error {
 			continue
 		}
 		if point && t.d.cache != nil {
-			if v, ok := t.d.cache.get(k); ok {
+			if v, ok := t.d.cache.Get(k); ok {
 				t.reads[k] = v
 				t.cached = append(t.cached, k)
 				continue
@@ -122,7 +122,7 @@ func (t *txn) fetch(keys []string, point bool) error {
 		}
 	}
 	if point && t.d.cache != nil {
-		t.d.cache.want(append(need, fkeys...), append(vals, fvals...))
+		t.d.cache.Want(append(need, fkeys...), append(vals, fvals...))
 	}
 	return nil
 }
@@ -298,7 +298,7 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 		from = "(" + ms[len(ms)-1]
 	}
 	if t.d.cache != nil {
-		t.d.cache.fence(string(g))
+		t.d.cache.Fence(string(g))
 	}
 	for _, k := range pending {
 		if !found[k] {

@@ -12,9 +12,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvcache"
 )
 
-// watcher holds the connection that keeps a cache current (see cache): it
+// watcher holds the connection that keeps a cache current: the stream
+// of package kvcache (see its doc for the protocol). It
 // switches on CLIENT TRACKING in broadcast mode for the volume's data
 // keys, reads the keys the cache asks for, pings, and hands every
 // invalidation to the cache. When the connection breaks it empties the
@@ -25,7 +28,7 @@ import (
 // master, and the watcher connects to that master (locate). Its pings are
 // EXISTS of a key of the slot rather than PING: a node that no longer
 // serves the slot (a migration or failover moved it) answers them with a
-// redirection, which ends the session, so the cache stops within lease
+// redirection, which ends the session, so the cache stops within its lease
 // of the move, as it does when the connection stalls, and the watcher
 // connects to the new master.
 type watcher struct {
@@ -33,7 +36,7 @@ type watcher struct {
 	ns     string // the volume's hash tag: DB.ns
 	prefix string // of the volume's data keys: DB.dataKey("")
 	probe  string // the key the pings ask for: DB.ns + "w", never written
-	c      *cache
+	c      *kvcache.Cache
 	log    *slog.Logger
 	stop   chan struct{}
 	done   chan struct{}
@@ -56,7 +59,7 @@ var errNoSession = errors.New("redis cache connection is down")
 // readBatch is the most keys one cache read asks for.
 const readBatch = 256
 
-func newWatcher(o *options, ns string, c *cache, locate func(context.Context) (string, error)) *watcher {
+func newWatcher(o *options, ns string, c *kvcache.Cache, locate func(context.Context) (string, error)) *watcher {
 	w := &watcher{o: o, ns: ns, prefix: ns + "k", probe: ns + "w", c: c, locate: locate,
 		log: slog.Default(), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
@@ -99,7 +102,7 @@ func (w *watcher) run() {
 	for {
 		start := time.Now()
 		err := w.session()
-		w.c.reset(true)
+		w.c.Reset(true)
 		if errors.Is(err, errNoTracking) {
 			w.log.Warn("redis: metadata cache off", "err", err)
 			return
@@ -118,16 +121,16 @@ func (w *watcher) run() {
 
 // pending is a command sent on the connection and not answered yet.
 type pending struct {
-	sent   time.Time
-	keys   []string // kvstore keys of an MGET; nil for a ping (EXISTS probe)
-	epochs []uint32
-	dir    string   // the scan group of a directory listing
-	fence  string   // the scan group of a fence (an EXISTS probe)
-	reply  chan any // a call's: gets the reply, or an error
+	sent  time.Time
+	keys  []string // kvstore keys of an MGET; nil for a ping (EXISTS probe)
+	seq   uint64   // the cache's number of an MGET or a call
+	dir   string   // the scan group of a directory listing
+	fence string   // the scan group of a fence (an EXISTS probe)
+	reply chan any // a call's: gets the reply, or an error
 	// then, for a call, runs on the reply before the caller gets it, in
 	// the order of the stream: before any later invalidation or reply is
 	// handled.
-	then func(v any)
+	then func(seq uint64, v any)
 }
 
 // session runs one connection until it breaks or the watcher stops.
@@ -155,7 +158,7 @@ func (w *watcher) session() error {
 	w.mu.Lock()
 	w.conn, w.fifo = conn, nil
 	w.mu.Unlock()
-	w.c.up(sent)
+	w.c.Up(sent)
 
 	quit := make(chan struct{})
 	writerDone := make(chan error, 1)
@@ -175,7 +178,7 @@ func (w *watcher) session() error {
 		}
 	}()
 	for {
-		conn.SetReadDeadline(time.Now().Add(lease + pingEvery))
+		conn.SetReadDeadline(time.Now().Add(kvcache.Lease + kvcache.PingEvery))
 		v, err := readResp(r)
 		if err != nil {
 			select {
@@ -211,7 +214,7 @@ func (w *watcher) session() error {
 func (w *watcher) answered(cmd pending, v any) error {
 	if cmd.reply != nil {
 		if cmd.then != nil {
-			cmd.then(v)
+			cmd.then(cmd.seq, v)
 		}
 		cmd.reply <- v
 		return nil
@@ -224,7 +227,7 @@ func (w *watcher) answered(cmd pending, v any) error {
 	}
 	switch {
 	case cmd.fence != "":
-		w.c.unfence(cmd.fence)
+		w.c.Unfence(cmd.fence)
 	case cmd.dir != "":
 		arr, ok := v.([]any)
 		if !ok {
@@ -238,9 +241,9 @@ func (w *watcher) answered(cmd pending, v any) error {
 		for i, m := range members {
 			keys[i] = string(m)
 		}
-		w.c.listedDir(cmd.dir, keys)
+		w.c.Listed(cmd.dir, keys)
 	case cmd.keys == nil:
-		w.c.ack(cmd.sent)
+		w.c.Ack(cmd.sent)
 	default:
 		arr, ok := v.([]any)
 		if !ok || len(arr) != len(cmd.keys) {
@@ -250,7 +253,7 @@ func (w *watcher) answered(cmd pending, v any) error {
 		if err != nil {
 			return err
 		}
-		w.c.filled(cmd.keys, cmd.epochs, vals)
+		w.c.Filled(cmd.seq, cmd.keys, vals)
 	}
 	return nil
 }
@@ -258,9 +261,9 @@ func (w *watcher) answered(cmd pending, v any) error {
 // write sends the cache's reads and the pings until quit or an error,
 // recording each command in fifo before it is sent.
 func (w *watcher) write(conn net.Conn, quit chan struct{}) error {
-	tick := time.NewTicker(pingEvery)
+	tick := time.NewTicker(kvcache.PingEvery)
 	defer tick.Stop()
-	late := time.NewTimer(refetchDelay)
+	late := time.NewTimer(kvcache.RefetchDelay)
 	late.Stop()
 	armed := false
 	var buf []byte
@@ -274,17 +277,17 @@ func (w *watcher) write(conn net.Conn, quit chan struct{}) error {
 			return nil
 		case <-tick.C:
 			ping = true
-		case <-w.c.kick:
-		case <-w.c.lateKick:
+		case <-w.c.Kick():
+		case <-w.c.LateKick():
 			if !armed {
-				late.Reset(refetchDelay)
+				late.Reset(kvcache.RefetchDelay)
 				armed = true
 			}
 			continue
 		case <-late.C:
 			armed = false
 		}
-		w.c.due()
+		w.c.Due()
 		buf = buf[:0]
 		w.mu.Lock()
 		now := time.Now()
@@ -292,16 +295,16 @@ func (w *watcher) write(conn net.Conn, quit chan struct{}) error {
 			buf = appendCommand(buf, "EXISTS", w.probe)
 			w.fifo = append(w.fifo, pending{sent: now})
 		}
-		for _, g := range w.c.takeMarks() {
+		for _, g := range w.c.TakeFences() {
 			buf = appendCommand(buf, "EXISTS", w.probe)
 			w.fifo = append(w.fifo, pending{sent: now, fence: g})
 		}
-		for _, g := range w.c.takeLists() {
-			buf = appendCommand(buf, "ZRANGEBYLEX", w.ns+"i"+g, "-", "+", "LIMIT", "0", strconv.Itoa(dirMax+1))
+		for _, g := range w.c.TakeLists() {
+			buf = appendCommand(buf, "ZRANGEBYLEX", w.ns+"i"+g, "-", "+", "LIMIT", "0", strconv.Itoa(kvcache.DirMax+1))
 			w.fifo = append(w.fifo, pending{sent: now, dir: g})
 		}
 		for {
-			keys, epochs := w.c.take(readBatch)
+			keys, seq := w.c.Take(readBatch)
 			if len(keys) == 0 {
 				break
 			}
@@ -311,7 +314,7 @@ func (w *watcher) write(conn net.Conn, quit chan struct{}) error {
 				args = append(args, w.prefix+k)
 			}
 			buf = appendCommand(buf, args...)
-			w.fifo = append(w.fifo, pending{sent: now, keys: keys, epochs: epochs})
+			w.fifo = append(w.fifo, pending{sent: now, keys: keys, seq: seq})
 		}
 		var err error
 		if len(buf) > 0 {
@@ -336,13 +339,14 @@ func (w *watcher) send(conn net.Conn, buf []byte) error {
 
 // call sends a command on the cache's connection and waits for its reply,
 // which comes in order with the invalidations. then, if not nil, is
-// called with the reply (not with an error of the connection) where it
+// called with the cache's number of the command (kvcache.Cache.Seq) and
+// the reply (not with an error of the connection) where it
 // arrives in the stream, before any later invalidation is handled, so
 // that what it tells the cache is known to be current until one is:
 // the caller itself may run long after, when later changes have been
 // reported. It fails with errNoSession, having sent nothing, when the
 // connection is down.
-func (w *watcher) call(ctx context.Context, then func(v any), args ...string) (any, error) {
+func (w *watcher) call(ctx context.Context, then func(seq uint64, v any), args ...string) (any, error) {
 	reply := make(chan any, 1)
 	w.mu.Lock()
 	conn := w.conn
@@ -350,7 +354,7 @@ func (w *watcher) call(ctx context.Context, then func(v any), args ...string) (a
 		w.mu.Unlock()
 		return nil, errNoSession
 	}
-	w.fifo = append(w.fifo, pending{sent: time.Now(), reply: reply, then: then})
+	w.fifo = append(w.fifo, pending{sent: time.Now(), reply: reply, then: then, seq: w.c.Seq()})
 	err := w.send(conn, appendCommand(nil, args...))
 	w.mu.Unlock()
 	if err != nil {
@@ -392,7 +396,7 @@ func (w *watcher) push(p respPush) {
 	}
 	names, ok := p[1].([]any)
 	if !ok {
-		w.c.reset(false)
+		w.c.Reset(false)
 		return
 	}
 	keys := make([]string, 0, len(names))
@@ -401,7 +405,7 @@ func (w *watcher) push(p respPush) {
 			keys = append(keys, string(b[len(w.prefix):]))
 		}
 	}
-	w.c.invalidated(keys)
+	w.c.Invalidated(keys)
 }
 
 // dial connects to addr as go-redis does: TCP, then TLS for rediss.
