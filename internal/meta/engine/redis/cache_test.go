@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,15 +175,13 @@ func TestCacheConnectionLost(t *testing.T) {
 	get(t, d1, k)
 	waitFor(t, "the value to be cached", func() bool { return cached(d1, k) })
 
-	c := redis.NewClient(&redis.Options{Addr: d1.watch.o.addrs[0], Password: d1.watch.o.password})
+	c := redis.NewClient(&redis.Options{Addr: d1.stream.o.addrs[0], Password: d1.stream.o.password})
 	defer c.Close()
 	list, err := c.ClientList(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d1.watch.mu.Lock()
-	addr := d1.watch.conn.LocalAddr().String()
-	d1.watch.mu.Unlock()
+	addr := d1.stream.localAddr()
 	killed := 0
 	for _, line := range strings.Split(list, "\n") {
 		if !strings.Contains(line, " addr="+addr+" ") {
@@ -258,11 +257,14 @@ func moveSlot(t *testing.T, d *DB, from string) string {
 	}
 	nodes := map[string]*redis.Client{} // address -> client
 	ids := map[string]string{}          // address -> node id
+	var mu sync.Mutex                   // ForEachMaster calls concurrently
 	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 		id, err := c.Do(ctx, "CLUSTER", "MYID").Text()
 		if err != nil {
 			return err
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		nodes[c.Options().Addr], ids[c.Options().Addr] = c, id
 		return nil
 	})

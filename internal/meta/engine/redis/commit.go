@@ -208,11 +208,11 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 	// The cache learns the outcome where the reply arrives: by the time
 	// this goroutine runs again, later changes of the keys may have been
 	// reported and read.
-	v, err := t.d.watch.call(t.ctx, func(seq uint64, v any) {
+	v, err := t.d.watch.Call(t.ctx, cmd, func(seq uint64, v any) {
 		if n, ok := v.(int64); ok && n == 1 {
 			t.d.cache.Committed(seq, t.reads, t.writes, apply)
 		}
-	}, cmd...)
+	})
 	var re respError
 	replied := errors.As(err, &re) // the server answered with an error
 	_, moved := redirection(re)
@@ -221,13 +221,14 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 		return 0, nil, false // nothing ran; the pool loads the script
 	case replied && moved:
 		// The cluster moved the volume's slot: nothing ran. The pool
-		// follows the redirection; the watcher finds the new master.
-		t.d.watch.drop()
+		// follows the redirection; the next session of the cache finds the
+		// new master.
+		t.d.watch.Drop()
 		return 0, nil, false
 	case replied || (err != nil && t.ctx.Err() != nil):
 		return 0, err, true
 	case err != nil:
-		// The connection is down or broke (errNoSession, or lost with
+		// The connection is down or broke (kvcache.ErrNoSession, or lost with
 		// the command perhaps applied): the pool runs the commit, as
 		// go-redis retries one on a broken connection. Had the first
 		// one applied, its checks now fail and kvstore retries the

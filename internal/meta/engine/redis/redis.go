@@ -56,7 +56,7 @@
 // CREATE or UNLINK thus reads once and commits once.
 //
 // A handle also keeps a cache (package kvcache) that the server keeps
-// current through CLIENT TRACKING (see watcher): reads it can answer cost no
+// current through CLIENT TRACKING (see trackStream): reads it can answer cost no
 // round trip at all, and commits run on its connection. On a cluster that
 // connection goes to the master of the volume's slot.
 //
@@ -93,8 +93,9 @@ type DB struct {
 	name   string // URL with the password removed
 	ns     string // "{PREFIX}": the hash tag every key starts with
 	recent *recent
-	cache  *kvcache.Cache // values the server reports changes of
-	watch  *watcher       // keeps cache current
+	cache  *kvcache.Cache   // values the server reports changes of
+	watch  *kvcache.Tracker // keeps cache current from stream
+	stream *trackStream
 }
 
 var _ kvstore.DB = (*DB)(nil)
@@ -280,7 +281,8 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 	ns := "{" + o.prefix + "}"
 	d := &DB{c: c, name: o.String(), ns: ns, recent: newRecent()}
 	d.cache = kvcache.New(cacheMax, cacheLayout)
-	d.watch = newWatcher(o, ns, d.cache, d.locate)
+	d.stream = newTrackStream(o, ns, d.locate)
+	d.watch = kvcache.NewTracker(d.cache, d.stream, nil)
 	return d, nil
 }
 
@@ -373,7 +375,7 @@ func (d *DB) Name() string { return d.name }
 // Close closes the connections.
 func (d *DB) Close() error {
 	if d.watch != nil {
-		d.watch.close()
+		d.watch.Close()
 	}
 	return d.c.Close()
 }

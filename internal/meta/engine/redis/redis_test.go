@@ -493,8 +493,8 @@ func openDBNoCache(t testing.TB, raw string) *DB {
 	t.Helper()
 	d := openDB(t, raw)
 	if d.watch != nil {
-		d.watch.close()
-		d.watch, d.cache = nil, nil
+		d.watch.Close()
+		d.watch, d.cache, d.stream = nil, nil, nil
 	}
 	return d
 }
