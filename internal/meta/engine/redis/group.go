@@ -62,10 +62,6 @@ func groupEnd(g []byte) []byte {
 	return nil
 }
 
-// kvstore reads the node record an entry names right after it reads the
-// entry (kvstore.EntryFollow); a read of an entry therefore also fetches
-// that record, in the same round trip (see fetchScript).
-
 // entryGroupLen is the length of the scan group of an entry key: "A" ino
 // "D" (see scanGroup).
 const entryGroupLen = 1 + 8 + 1
@@ -82,10 +78,6 @@ var cacheLayout = kvcache.Layout{
 	},
 }
 
-// followsValue reports whether key is a directory entry, whose value names
-// the key that is read next.
+// followsValue reports whether key is a directory entry, whose value
+// names a node (kvstore.EntryFollow).
 func followsValue(key string) bool { return kvstore.EntryFollow.Follows([]byte(key)) }
-
-// followKey returns the key that the value v of a directory entry points
-// to, or "" when v is not an entry's value.
-func followKey(v []byte) string { return string(kvstore.EntryFollow.Next(v)) }

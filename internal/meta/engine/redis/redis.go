@@ -47,9 +47,9 @@
 // therefore sees no snapshot: each call reads the latest committed values.
 //
 // Round trips are what an operation costs, so the adapter saves them in
-// two ways. A read of a directory entry also returns, in the same round
-// trip, the node record the entry names (fetchScript; see followKey),
-// which kvstore reads next. And an Update may start from the values this
+// two ways. kvstore's Lookup reads a directory entry and the node record
+// it names in one round trip (kvstore.Follower: fetchScript follows the
+// entry on the server). And an Update may start from the values this
 // handle read or committed in the last moments (see recent) instead of
 // reading them again: the commit checks them like any other read, so a
 // stale one only costs a conflict and a retry. A FUSE LOOKUP followed by
