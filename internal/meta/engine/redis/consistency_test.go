@@ -39,21 +39,36 @@ var (
 // versions it may be. Data keys are directory entries (so the cache's
 // known-whole directories answer missing names) and node records (which
 // reads of entries fetch ahead when an entry's value names them).
+//
+// The "churn" runs also keep the caches tiny, so that they forget keys
+// all the time, and now and then drop a handle's cache connection, so
+// that the cache empties and comes back while commits run on it.
 func TestCacheConsistency(t *testing.T) {
 	for _, s := range servers {
-		t.Run(s.name, func(t *testing.T) {
-			seed := *consistencySeed
-			if seed == 0 {
-				seed = rand.Uint64()
+		for _, churn := range []bool{false, true} {
+			name := s.name
+			if churn {
+				name += "/churn"
 			}
-			d1, d2 := cachedHandlesOn(t, s.env)
-			waitFor(t, "the second cache live", func() bool { return live(d2) })
-			c := newConsistency(t, seed)
-			c.run(t, []*DB{d1, d2}, *consistencyOps)
-			if t.Failed() {
-				t.Logf("seed %d (rerun with -consistency.seed=%d)", seed, seed)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				seed := *consistencySeed
+				if seed == 0 {
+					seed = rand.Uint64()
+				}
+				if churn {
+					defer func(n int) { cacheMax = n }(cacheMax)
+					cacheMax = 4
+				}
+				d1, d2 := cachedHandlesOn(t, s.env)
+				waitFor(t, "the second cache live", func() bool { return live(d2) })
+				c := newConsistency(t, seed)
+				c.churn = churn
+				c.run(t, []*DB{d1, d2}, *consistencyOps)
+				if t.Failed() {
+					t.Logf("seed %d (rerun with -consistency.seed=%d)", seed, seed)
+				}
+			})
+		}
 	}
 }
 
@@ -131,8 +146,9 @@ type commitRec struct {
 
 // consistency is the shared state of one run.
 type consistency struct {
-	seed uint64
-	keys []*ckey
+	seed  uint64
+	churn bool // drop cache connections now and then
+	keys  []*ckey
 	// byKey maps every data and counter key to its logical key.
 	byKey map[string]*ckey
 
@@ -273,7 +289,12 @@ func (c *consistency) run(t *testing.T, dbs []*DB, ops int) {
 // step does one random operation through h.
 func (c *consistency) step(h *chandle, r *rand.Rand) error {
 	ctx := context.Background()
-	switch p := r.IntN(100); {
+	p := r.IntN(100)
+	if c.churn && p == 0 {
+		h.d.watch.Drop()
+		return nil
+	}
+	switch {
 	case p < 2:
 		time.Sleep(time.Duration(r.IntN(300)) * time.Millisecond) // let lag matter
 		return nil

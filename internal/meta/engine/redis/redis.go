@@ -101,8 +101,8 @@ type DB struct {
 var _ kvstore.DB = (*DB)(nil)
 
 // cacheMax is the number of values a cache keeps per generation: it keeps
-// up to twice as many, about 200 bytes each.
-const cacheMax = 1 << 16
+// up to twice as many, about 200 bytes each. (A variable for tests.)
+var cacheMax = 1 << 16
 
 // Timeouts of Open and of single network operations.
 var (
