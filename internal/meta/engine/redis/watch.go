@@ -48,7 +48,10 @@ type trackStream struct {
 	conn net.Conn // of the current session, for tests
 }
 
-var _ kvcache.Stream = (*trackStream)(nil)
+var (
+	_ kvcache.Stream  = (*trackStream)(nil)
+	_ kvcache.Session = (*trackSession)(nil)
+)
 
 // trackSession is one connection of a trackStream.
 type trackSession struct {
