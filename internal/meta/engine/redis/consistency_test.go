@@ -331,7 +331,11 @@ func (c *consistency) viewGet(ctx context.Context, h *chandle, r *rand.Rand) err
 			keys = append(keys, string(k.data))
 		}
 	}
-	many := r.IntN(2) == 0
+	mode := r.IntN(3)
+	if mode == 2 {
+		return c.viewFollow(ctx, h, keys)
+	}
+	many := mode == 0
 	return c.view(ctx, h, keys, func(tx kvstore.Txn) ([][]byte, error) {
 		if many {
 			bs := make([][]byte, len(keys))
@@ -350,6 +354,56 @@ func (c *consistency) viewGet(ctx context.Context, h *chandle, r *rand.Rand) err
 		}
 		return vals, nil
 	})
+}
+
+// viewFollow reads keys with GetFollow, following the entries: an entry
+// at version v names node v, which is one of the test's node keys for v
+// from 1 to 4 and a key never written otherwise.
+func (c *consistency) viewFollow(ctx context.Context, h *chandle, keys []string) error {
+	bs := make([][]byte, len(keys))
+	follow := make([]bool, len(keys))
+	for i, k := range keys {
+		bs[i], follow[i] = []byte(k), followsValue(k)
+	}
+	lows := make(map[string]uint64)
+	for _, k := range c.keys {
+		for _, key := range []string{string(k.data), string(k.counter)} {
+			lows[key] = h.lowOf(key)
+		}
+	}
+	start := time.Now()
+	var vals, next [][]byte
+	err := h.d.View(ctx, func(tx kvstore.Txn) error {
+		var err error
+		vals, next, err = tx.(kvstore.Follower).GetFollow(bs, follow, kvstore.EntryFollow)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("view: %w", err)
+	}
+	for i, k := range keys {
+		o, err := c.decode(k, vals[i])
+		if err != nil {
+			return err
+		}
+		c.observe(h, k, o, start, lows[k], "a view (GetFollow)")
+		if !follow[i] || !o.present {
+			continue
+		}
+		nk := string(kvstore.EntryFollow.Next(vals[i]))
+		if _, ours := c.byKey[nk]; !ours {
+			if next[i] != nil {
+				c.fail("%s: GetFollow of %q = version %d followed to %q = %x, a key never written", h.name, k, o.ver, nk, next[i])
+			}
+			continue
+		}
+		n, err := c.decode(nk, next[i])
+		if err != nil {
+			return err
+		}
+		c.observe(h, nk, n, start, lows[nk], "a view (followed)")
+	}
+	return nil
 }
 
 // viewScan lists the directory of the entry keys: a name not listed is
