@@ -176,18 +176,38 @@ func (c *Cache) Live() bool {
 // sent before the cache forgot anything (it may have forgotten that k
 // was read elsewhere). The caller holds mu.
 func (c *Cache) lookup(k string, create bool) *entry {
-	e, ok, rotated := c.m.Use(k)
-	if rotated {
-		c.floor = c.next
-	}
+	e, ok, dropped := c.m.Use(k)
+	c.forgot(dropped)
 	if ok || !create {
 		return e
 	}
 	e = &entry{from: c.floor}
-	if c.m.Put(k, e) {
-		c.floor = c.next
-	}
+	c.forgot(c.m.Put(k, e))
 	return e
+}
+
+// forgot handles the entries the generations dropped, if any. Of an
+// entry being read again the cache may know more than the names of its
+// directory say (that it was read elsewhere, or reported changed): such
+// a name is unsure until a reply tells its value. The caller holds mu.
+func (c *Cache) forgot(dropped map[string]*entry) {
+	if dropped == nil {
+		return
+	}
+	c.floor = c.next
+	if len(c.dirs) == 0 {
+		return
+	}
+	for k, e := range dropped {
+		if e.valid {
+			continue // the names know its value
+		}
+		if g, ok := c.layout.Dir(k); ok {
+			if d := c.dirs[g]; d != nil {
+				d.unsure[k] = struct{}{}
+			}
+		}
+	}
 }
 
 // Get returns the cached value of k (nil for a missing key) if it may be

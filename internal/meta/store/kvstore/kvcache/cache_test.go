@@ -194,3 +194,38 @@ func TestCacheFenceAcrossReset(t *testing.T) {
 		t.Fatal("not served after both fences")
 	}
 }
+
+// TestCacheForgottenEntryOfKnownDirectory checks that a name of a known
+// directory that the handle read elsewhere is not answered as missing
+// from the directory's names once the generations forgot its entry.
+func TestCacheForgottenEntryOfKnownDirectory(t *testing.T) {
+	dir := "A\x00\x00\x00\x00\x00\x00\x00\x07D"
+	c := newTestCache()
+	c.Listed(dir, nil) // the directory is empty
+	// A read elsewhere saw a new name, whose report has not arrived.
+	c.Want([]string{dir + "new"}, [][]byte{[]byte("1")})
+	for i := range 40 { // drop the entry of the name
+		c.Want([]string{string(rune('a' + i))}, [][]byte{[]byte("x")})
+	}
+	if v, ok := c.Get(dir + "new"); ok {
+		t.Fatalf("get = %q, %v for a name read elsewhere", v, ok)
+	}
+	// A reply tells its value again.
+	c.Want([]string{dir + "new"}, [][]byte{[]byte("1")})
+	for {
+		keys, seq := c.Take(readBatch)
+		if len(keys) == 0 {
+			break
+		}
+		vals := make([][]byte, len(keys))
+		for i, k := range keys {
+			if k == dir+"new" {
+				vals[i] = []byte("1")
+			}
+		}
+		c.Filled(seq, keys, vals)
+	}
+	if v, ok := c.Get(dir + "new"); !ok || string(v) != "1" {
+		t.Fatalf("get after the reply = %q, %v; want 1", v, ok)
+	}
+}

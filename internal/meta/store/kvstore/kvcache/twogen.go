@@ -27,30 +27,34 @@ func (m *TwoGen[K, V]) Get(k K) (V, bool) {
 }
 
 // Use returns the value of k and moves it to the current generation,
-// which may drop the old one (rotated).
-func (m *TwoGen[K, V]) Use(k K) (v V, ok, rotated bool) {
+// which may drop the old one (see Put).
+func (m *TwoGen[K, V]) Use(k K) (v V, ok bool, dropped map[K]V) {
 	if v, ok := m.cur[k]; ok {
-		return v, true, false
+		return v, true, nil
 	}
 	if v, ok = m.old[k]; !ok {
-		return v, false, false
+		return v, false, nil
 	}
 	delete(m.old, k)
 	return v, true, m.Put(k, v)
 }
 
-// Put sets the value of k in the current generation. It reports whether
-// that dropped the old generation.
-func (m *TwoGen[K, V]) Put(k K, v V) (rotated bool) {
+// Put sets the value of k in the current generation. When that drops the
+// old generation, it returns the records dropped (a map that is not
+// empty); otherwise nil.
+func (m *TwoGen[K, V]) Put(k K, v V) (dropped map[K]V) {
 	if _, ok := m.cur[k]; !ok {
 		delete(m.old, k)
 		if len(m.cur) >= m.max {
+			dropped = m.old
+			if len(dropped) == 0 {
+				dropped = map[K]V{} // a rotation that dropped nothing
+			}
 			m.old, m.cur = m.cur, make(map[K]V, m.max)
-			rotated = true
 		}
 	}
 	m.cur[k] = v
-	return rotated
+	return dropped
 }
 
 // Delete forgets k.

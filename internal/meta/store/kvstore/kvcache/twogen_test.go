@@ -27,12 +27,12 @@ func TestTwoGen(t *testing.T) {
 		v := "v" + string(rune('0'+s.k))
 		switch s.op {
 		case "put":
-			if r := m.Put(s.k, v); r != s.rotated {
+			if r := m.Put(s.k, v) != nil; r != s.rotated {
 				t.Fatalf("step %d: put %d rotated %v, want %v", i, s.k, r, s.rotated)
 			}
 		case "use":
-			got, ok, r := m.Use(s.k)
-			if got != s.want || ok != (s.want != "") || r != s.rotated {
+			got, ok, dropped := m.Use(s.k)
+			if r := dropped != nil; got != s.want || ok != (s.want != "") || r != s.rotated {
 				t.Fatalf("step %d: use %d = %q, %v, %v; want %q, rotated %v", i, s.k, got, ok, r, s.want, s.rotated)
 			}
 		case "get":
