@@ -270,9 +270,18 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// TakeLists returns the directories to list; each listing's reply goes
-// to Listed.
-func (c *Cache) TakeLists() []string { return c.drain(&c.lists) }
+// TakeLists returns the directories to list, in one command or several
+// sent together, numbered seq; each listing's reply goes to Listed.
+func (c *Cache) TakeLists() (dirs []string, seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dirs, c.lists = c.lists, nil
+	seq = c.next
+	if len(dirs) > 0 {
+		c.next++
+	}
+	return dirs, seq
+}
 
 // drain empties the list *p of the cache and returns what it held.
 func (c *Cache) drain(p *[]string) []string {
@@ -284,11 +293,17 @@ func (c *Cache) drain(p *[]string) []string {
 }
 
 // Listed stores the entry keys of directory g that a listing on the
-// stream returned; more than DirMax (or too many in all) leave the
-// directory unknown.
-func (c *Cache) Listed(g string, keys []string) {
+// stream, numbered seq, returned; more than DirMax (or too many in all)
+// leave the directory unknown. So does a listing sent before the cache
+// last forgot entries: it may lack a name the handle has seen since,
+// whose entry is gone.
+func (c *Cache) Listed(seq uint64, g string, keys []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if seq < c.floor {
+		delete(c.listed, g) // may be listed again at once
+		return
+	}
 	if !c.live || c.dirs[g] != nil || len(keys) > DirMax || c.names+len(keys) > namesMax {
 		return
 	}

@@ -111,7 +111,7 @@ func TestCachePoolReadIsNewer(t *testing.T) {
 func TestCacheScanFence(t *testing.T) {
 	dir := "A\x00\x00\x00\x00\x00\x00\x00\x07D"
 	c := newTestCache()
-	c.Listed(dir, []string{dir + "a"})
+	c.Listed(c.Seq(), dir, []string{dir + "a"})
 	c.Committed(c.Seq(), map[string][]byte{dir + "a": []byte("1"), "k": []byte("v")}, nil, false)
 	c.Fence(dir)
 	for _, k := range []string{dir + "a", dir + "b"} {
@@ -201,7 +201,7 @@ func TestCacheFenceAcrossReset(t *testing.T) {
 func TestCacheForgottenEntryOfKnownDirectory(t *testing.T) {
 	dir := "A\x00\x00\x00\x00\x00\x00\x00\x07D"
 	c := newTestCache()
-	c.Listed(dir, nil) // the directory is empty
+	c.Listed(c.Seq(), dir, nil) // the directory is empty
 	// A read elsewhere saw a new name, whose report has not arrived.
 	c.Want([]string{dir + "new"}, [][]byte{[]byte("1")})
 	for i := range 40 { // drop the entry of the name
@@ -227,5 +227,33 @@ func TestCacheForgottenEntryOfKnownDirectory(t *testing.T) {
 	}
 	if v, ok := c.Get(dir + "new"); !ok || string(v) != "1" {
 		t.Fatalf("get after the reply = %q, %v; want 1", v, ok)
+	}
+}
+
+// TestCacheListingBeforeForgetting checks that a listing sent before the
+// cache forgot entries does not make its directory known: it may lack a
+// name the handle read elsewhere since, whose entry is gone.
+func TestCacheListingBeforeForgetting(t *testing.T) {
+	dir := "A\x00\x00\x00\x00\x00\x00\x00\x07D"
+	c := newTestCache()
+	c.Want([]string{dir + "x"}, [][]byte{nil}) // a missing name: list the directory
+	dirs, seq := c.TakeLists()
+	if len(dirs) != 1 || dirs[0] != dir {
+		t.Fatalf("lists = %q, want the directory", dirs)
+	}
+	// The listing runs; then another client creates "new", which a read
+	// elsewhere sees; then the cache forgets that entry.
+	c.Want([]string{dir + "new"}, [][]byte{[]byte("1")})
+	for i := range 40 {
+		c.Want([]string{string(rune('a' + i))}, [][]byte{[]byte("x")})
+	}
+	c.Listed(seq, dir, nil)
+	if v, ok := c.Get(dir + "new"); ok {
+		t.Fatalf("get = %q, %v for a name read elsewhere", v, ok)
+	}
+	// The directory may be listed again at once.
+	c.Want([]string{dir + "y"}, [][]byte{nil})
+	if dirs, _ := c.TakeLists(); len(dirs) != 1 {
+		t.Fatalf("lists after the refused listing = %q, want the directory", dirs)
 	}
 }

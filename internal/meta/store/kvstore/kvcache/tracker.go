@@ -32,7 +32,7 @@ type Tracker struct {
 type pending struct {
 	sent  time.Time
 	req   Request
-	seq   uint64 // the cache's number of a Read or a Call
+	seq   uint64 // the cache's number of a Read, a List or a Call
 	fence string // the group of a fence's Barrier
 	reply chan result
 	// then, for a Call, runs on the reply before the caller gets it (see
@@ -183,7 +183,7 @@ func (t *Tracker) answered(p pending, m Message) error {
 		if !ok {
 			return fmt.Errorf("listing of %q: a reply of %T", p.req.Dir, m.Reply)
 		}
-		t.c.Listed(p.req.Dir, keys)
+		t.c.Listed(p.seq, p.req.Dir, keys)
 	case Read:
 		vals, ok := m.Reply.([][]byte)
 		if !ok || len(vals) != len(p.req.Keys) {
@@ -235,8 +235,9 @@ func (t *Tracker) write(sess Session, quit chan struct{}) error {
 		for _, g := range t.c.TakeFences() {
 			add(pending{req: Request{Kind: Barrier}, fence: g})
 		}
-		for _, g := range t.c.TakeLists() {
-			add(pending{req: Request{Kind: List, Dir: g}})
+		dirs, seq := t.c.TakeLists()
+		for _, g := range dirs {
+			add(pending{req: Request{Kind: List, Dir: g}, seq: seq})
 		}
 		for {
 			keys, seq := t.c.Take(ReadBatch)
