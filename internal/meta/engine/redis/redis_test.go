@@ -486,7 +486,7 @@ func TestScanGroup(t *testing.T) {
 	}
 }
 
-// openDBNoCache opens a handle without the cache (see cache.go), for
+// openDBNoCache opens a handle without the cache (package kvcache), for
 // tests of what the handle does without it: the round trips it makes
 // through the pool, the guesses it starts transactions from.
 func openDBNoCache(t testing.TB, raw string) *DB {

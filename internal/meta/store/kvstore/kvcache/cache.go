@@ -8,10 +8,11 @@
 // it, plus a barrier whose reply proves that every report produced before
 // it was delivered. Redis's CLIENT TRACKING on a RESP3 connection is one
 // (internal/meta/engine/redis); an etcd watch with its progress
-// notifications, or a metadata server's change stream, are others. The
-// engine runs the stream and hands what arrives to the Cache, in stream
-// order; the transaction layer asks the Cache before reading and tells it
-// what it read and committed elsewhere.
+// notifications, or a metadata server's change stream, are others. A
+// Tracker runs the stream's sessions and hands what arrives to the Cache,
+// in stream order; the engine's transactions ask the Cache before reading
+// and tell it what they read and committed elsewhere, and may run their
+// commits on the stream (Tracker.Call).
 //
 // A value is known to be current as of its place in the stream:
 //
@@ -23,7 +24,7 @@
 //
 // So no value is used after the stream has delivered an invalidation of
 // it, and the cache lags the server by no more than the stream does. The
-// lag is bounded: the engine sends a barrier every PingEvery, and values
+// lag is bounded: the Tracker sends a barrier every PingEvery, and values
 // are used only while a barrier sent less than Lease ago has been
 // answered, so a stalled or partitioned stream stops the cache within
 // Lease. A broken stream empties it.
@@ -76,7 +77,7 @@ const (
 )
 
 // Lease is how long values are used after the last answered barrier was
-// sent; PingEvery is how often the engine sends a barrier.
+// sent; PingEvery is how often the Tracker sends a barrier.
 const (
 	Lease     = store.MaxLag
 	PingEvery = 250 * time.Millisecond
