@@ -30,8 +30,8 @@
 // Lease. A broken stream empties it.
 //
 // Every command sent on the stream that tells the cache values (a read,
-// a commit run on the stream) carries a sequence number, taken from the
-// Cache when it is sent. Reads of this handle that miss go elsewhere (an
+// a listing, a commit run on the stream) carries a sequence number, taken
+// from the Cache when it is sent. Reads of this handle that miss go elsewhere (an
 // engine's connection pool), which may be ahead of the stream: a value
 // read there may be newer than a reply still on its way. So a key read
 // elsewhere is unusable until a read sent after that read returned has
