@@ -53,6 +53,21 @@ func nodeEdge(tx store.Tx, parent Ino, name []byte) (*Attr, store.Edge, error) {
 	return n, e, nil
 }
 
+// lookupEntry reads directory parent, its entry name and the node the
+// entry names, in one round trip where the engine can: a missing parent
+// is ErrNoInode, a missing name an Edge with Ino 0, and the named node is
+// nil when it is missing (the caller decides when that is ErrNoInode).
+func lookupEntry(tx store.Tx, parent Ino, name []byte) (*Attr, store.Edge, *Attr, error) {
+	dir, e, n, err := tx.Lookup(parent, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, e, nil, ErrNoInode
+	}
+	if err != nil {
+		return nil, e, nil, fmt.Errorf("read entry %q of %d: %w", name, parent, err)
+	}
+	return dir, e, n, nil
+}
+
 // Lookup finds name in directory parent and returns its attributes.
 func (c *Client) Lookup(ctx context.Context, parent Ino, name []byte) (*Attr, error) {
 	if len(name) > 255 {
@@ -61,7 +76,7 @@ func (c *Client) Lookup(ctx context.Context, parent Ino, name []byte) (*Attr, er
 	cred := CredOf(ctx)
 	var out *Attr
 	err := c.st.View(ctx, func(tx store.Tx) error {
-		dir, e, err := nodeEdge(tx, parent, name)
+		dir, e, n, err := lookupEntry(tx, parent, name)
 		if err != nil {
 			return err
 		}
@@ -71,21 +86,29 @@ func (c *Client) Lookup(ctx context.Context, parent Ino, name []byte) (*Attr, er
 		if err := checkAccess(tx, cred, dir, MayExec); err != nil {
 			return err
 		}
-		target := e.Ino
 		switch string(name) {
 		case ".":
-			target = parent
+			out = dir
+			return nil
 		case "..":
-			target = dir.Parent
+			target := dir.Parent
 			if parent == RootIno {
 				target = RootIno
 			}
+			if target == 0 {
+				return syscall.ENOENT
+			}
+			out, err = node(tx, target)
+			return err
 		}
-		if target == 0 {
+		if e.Ino == 0 {
 			return syscall.ENOENT
 		}
-		out, err = node(tx, target)
-		return err
+		if n == nil {
+			return ErrNoInode
+		}
+		out = n
+		return nil
 	})
 	return out, err
 }

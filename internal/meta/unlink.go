@@ -128,7 +128,7 @@ func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool
 	var r removal
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		r = removal{}
-		dir, e, err := nodeEdge(tx, parent, name)
+		dir, e, n, err := lookupEntry(tx, parent, name)
 		if err != nil {
 			return err
 		}
@@ -138,9 +138,8 @@ func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool
 		if e.Ino == 0 {
 			return syscall.ENOENT
 		}
-		n, err := node(tx, e.Ino)
-		if err != nil {
-			return err
+		if n == nil {
+			return ErrNoInode
 		}
 		if n.Ino == TrashIno {
 			return syscall.EPERM

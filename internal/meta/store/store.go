@@ -117,6 +117,12 @@ type Tx interface {
 	// one round trip: ErrNotFound when parent is missing, and an Edge with
 	// Ino 0 when the name is.
 	NodeEdge(parent Ino, name []byte) (*Node, Edge, error)
+	// Lookup reads directory parent's attributes, its entry name and the
+	// node that entry names, in one round trip where the engine can (a
+	// join, a server-side script): ErrNotFound when parent is missing, an
+	// Edge with Ino 0 and a nil node when the name is, and a nil node when
+	// the entry's node is.
+	Lookup(parent Ino, name []byte) (*Node, Edge, *Node, error)
 	// Edge returns the entry name in directory parent, or ErrNotFound.
 	Edge(parent Ino, name []byte) (Edge, error)
 	SetEdge(parent Ino, e Edge)

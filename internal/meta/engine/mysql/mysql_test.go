@@ -173,16 +173,12 @@ func TestOneStatementReads(t *testing.T) {
 	}
 
 	lookup := func(tx store.Tx) error {
-		d, e, err := tx.NodeEdge(dir.Ino, []byte("f"))
+		d, e, n, err := tx.Lookup(dir.Ino, []byte("f"))
 		if err != nil {
 			return err
 		}
-		if d.Ino != dir.Ino || e.Ino != file.Ino {
-			return fmt.Errorf("NodeEdge: node %d, entry %+v", d.Ino, e)
-		}
-		n, err := tx.Node(e.Ino)
-		if err != nil {
-			return err
+		if d.Ino != dir.Ino || e.Ino != file.Ino || n == nil {
+			return fmt.Errorf("Lookup: node %d, entry %+v, node of the entry %+v", d.Ino, e, n)
 		}
 		if *n != *file {
 			return fmt.Errorf("node of the entry: %+v, want %+v", n, file)

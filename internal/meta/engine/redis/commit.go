@@ -91,8 +91,8 @@ func (t *txn) blind() error {
 	p := t.plan()
 	if t.d.cache != nil {
 		keys := t.writeKeys()
-		t.d.cache.beginWrite(keys)
-		defer t.d.cache.endWrite(keys)
+		t.d.cache.BeginWrite(keys)
+		defer t.d.cache.EndWrite(keys)
 	}
 	_, err := t.d.c.TxPipelined(t.ctx, func(pipe redis.Pipeliner) error {
 		if len(p.setKeys) > 0 {
@@ -145,10 +145,10 @@ func (t *txn) run(apply bool) error {
 	if apply && t.d.cache != nil {
 		// The server reports these writes to the cache's connection
 		// like anybody's; until it has, the cache must not serve the
-		// keys (see cache.beginWrite).
+		// keys (see kvcache.Cache.BeginWrite).
 		wk := t.writeKeys()
-		t.d.cache.beginWrite(wk)
-		defer t.d.cache.endWrite(wk)
+		t.d.cache.BeginWrite(wk)
+		defer t.d.cache.EndWrite(wk)
 	}
 	ok, err = commitScript.Run(t.ctx, t.d.c, keys, args...).Int()
 	return t.finish(ok, err, apply, sent)
@@ -166,7 +166,7 @@ func (t *txn) finish(ok int, err error, apply bool, sent time.Duration) error {
 	case ok != 1:
 		forget(t.d.recent, t.reads)
 		if t.d.cache != nil {
-			t.d.cache.refresh(t.cached)
+			t.d.cache.Refresh(t.cached)
 		}
 		return fmt.Errorf("%w: a key read by the transaction changed", store.ErrConflict)
 	}
@@ -183,7 +183,7 @@ func (t *txn) finish(ok int, err error, apply bool, sent time.Duration) error {
 
 // runOnWatch runs commitScript on the cache's connection, where the
 // server reports no change this handle makes (NOLOOP; Redis 7.0 reports
-// a script's writes all the same, see refetchDelay), so that after a
+// a script's writes all the same, see kvcache.RefetchDelay), so that after a
 // successful commit every value it read or wrote is current in the cache
 // until an invalidation says otherwise. done is false when the connection
 // is down or the server has not loaded the script yet: nothing was sent
@@ -205,7 +205,14 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 			return 0, nil, false
 		}
 	}
-	v, err := t.d.watch.call(t.ctx, cmd...)
+	// The cache learns the outcome where the reply arrives: by the time
+	// this goroutine runs again, later changes of the keys may have been
+	// reported and read.
+	v, err := t.d.watch.Call(t.ctx, cmd, func(seq uint64, v any) {
+		if n, ok := v.(int64); ok && n == 1 {
+			t.d.cache.Committed(seq, t.reads, t.writes, apply)
+		}
+	})
 	var re respError
 	replied := errors.As(err, &re) // the server answered with an error
 	_, moved := redirection(re)
@@ -214,13 +221,14 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 		return 0, nil, false // nothing ran; the pool loads the script
 	case replied && moved:
 		// The cluster moved the volume's slot: nothing ran. The pool
-		// follows the redirection; the watcher finds the new master.
-		t.d.watch.drop()
+		// follows the redirection; the next session of the cache finds the
+		// new master.
+		t.d.watch.Drop()
 		return 0, nil, false
 	case replied || (err != nil && t.ctx.Err() != nil):
 		return 0, err, true
 	case err != nil:
-		// The connection is down or broke (errNoSession, or lost with
+		// The connection is down or broke (kvcache.ErrNoSession, or lost with
 		// the command perhaps applied): the pool runs the commit, as
 		// go-redis retries one on a broken connection. Had the first
 		// one applied, its checks now fail and kvstore retries the
@@ -230,9 +238,6 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 	n, isInt := v.(int64)
 	if !isInt {
 		return 0, fmt.Errorf("commit script returned %T", v), true
-	}
-	if n == 1 {
-		t.d.cache.committed(t.reads, t.writes, apply)
 	}
 	return int(n), nil, true
 }

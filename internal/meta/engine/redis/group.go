@@ -1,6 +1,9 @@
 package redis
 
-import "github.com/sluicefs/sluice/internal/meta/store/kvstore"
+import (
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvcache"
+)
 
 // scanGroup returns the scan group of key: the key prefix whose sorted set
 // lists key, so that kvstore can range-scan it, or nil when key is only ever
@@ -59,14 +62,22 @@ func groupEnd(g []byte) []byte {
 	return nil
 }
 
-// kvstore reads the node record an entry names right after it reads the
-// entry (kvstore.EntryFollow); a read of an entry therefore also fetches
-// that record, in the same round trip (see fetchScript).
+// entryGroupLen is the length of the scan group of an entry key: "A" ino
+// "D" (see scanGroup).
+const entryGroupLen = 1 + 8 + 1
 
-// followsValue reports whether key is a directory entry, whose value names
-// the key that is read next.
+// cacheLayout tells the cache the scan groups a Scan fences and the
+// directories it may know whole.
+var cacheLayout = kvcache.Layout{
+	Group: func(k string) string { return string(scanGroup([]byte(k))) },
+	Dir: func(k string) (string, bool) {
+		if !followsValue(k) {
+			return "", false
+		}
+		return k[:entryGroupLen], true
+	},
+}
+
+// followsValue reports whether key is a directory entry, whose value
+// names a node (kvstore.EntryFollow).
 func followsValue(key string) bool { return kvstore.EntryFollow.Follows([]byte(key)) }
-
-// followKey returns the key that the value v of a directory entry points
-// to, or "" when v is not an entry's value.
-func followKey(v []byte) string { return string(kvstore.EntryFollow.Next(v)) }

@@ -95,9 +95,9 @@ func testGuesses(t *testing.T, raw string) {
 	}
 }
 
-// TestFollow checks that reading a directory entry also fetches the node
-// record it names, in the same round trip, and that the prefetched value
-// is checked at commit like a read one once it is used.
+// TestFollow checks GetFollow: reading a directory entry and the node
+// record it names takes one round trip, and the node counts as a read of
+// the transaction, checked at commit.
 func TestFollow(t *testing.T) {
 	for _, s := range servers {
 		t.Run(s.name, func(t *testing.T) { testFollow(t, freshURL(t, s.env)) })
@@ -127,62 +127,74 @@ func testFollow(t *testing.T, raw string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	getFollow := func(tx kvstore.Txn, entry string) ([]byte, []byte, error) {
+		vals, next, err := tx.(kvstore.Follower).GetFollow([][]byte{dirKey(entry)}, []bool{true}, kvstore.EntryFollow)
+		if err != nil {
+			return nil, nil, err
+		}
+		return vals[0], next[0], nil
+	}
 	cases := []struct {
 		entry string
-		trips int64
-		node  string
+		node  string // "" for none
 	}{
-		{"file", 1, "node 42"},
-		{"other", 2, ""}, // followed to a missing node, then a read of node 42
-		{"short", 2, ""},
-		{"missing", 2, ""},
+		{"file", "node 42"},
+		{"other", ""}, // followed to a missing node
+		{"short", ""},
+		{"missing", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.entry, func(t *testing.T) {
 			before := trips.n.Load()
 			err := d1.View(tctx, func(tx kvstore.Txn) error {
-				e, err := tx.Get(dirKey(c.entry))
-				if err != nil || string(e) != entries[c.entry] {
-					return fmt.Errorf("entry: %q, %v", e, err)
+				e, n, err := getFollow(tx, c.entry)
+				if err != nil || string(e) != entries[c.entry] || string(n) != c.node {
+					return fmt.Errorf("entry %q, node %q, %v; want %q, %q", e, n, err, entries[c.entry], c.node)
 				}
-				n, err := tx.Get(node)
-				if err != nil || string(n) != "node 42" {
-					return fmt.Errorf("node: %q, %v", n, err)
+				// The node is known to the transaction now.
+				if n != nil {
+					if again, err := tx.Get(node); err != nil || string(again) != c.node {
+						return fmt.Errorf("node read again: %q, %v", again, err)
+					}
 				}
 				return nil
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := trips.n.Load() - before; got != c.trips {
-				t.Errorf("%d round trips, want %d", got, c.trips)
+			if got := trips.n.Load() - before; got != 1 {
+				t.Errorf("%d round trips, want 1", got)
 			}
 		})
 	}
-	// In an Update, a prefetched node that is then read is checked at
-	// commit; one that is never read is not.
-	for _, read := range []bool{true, false} {
-		err := d1.Update(tctx, func(tx kvstore.Txn) error {
-			if _, err := tx.Get(dirKey("file")); err != nil {
-				return err
-			}
-			if read {
-				if _, err := tx.Get(node); err != nil {
-					return err
-				}
-			}
-			if err := d2.Update(ctx, func(tx kvstore.Txn) error { tx.Set(node, []byte("node 42 changed")); return nil }); err != nil {
-				return err
-			}
-			tx.Set(dirKey("new"), []byte("x"))
-			return nil
-		})
-		if read && !errors.Is(err, store.ErrConflict) {
-			t.Errorf("prefetched node read, then changed: %v, want a conflict", err)
+	// In an Update, the node followed is checked at commit.
+	err = d1.Update(tctx, func(tx kvstore.Txn) error {
+		if _, _, err := getFollow(tx, "file"); err != nil {
+			return err
 		}
-		if !read && err != nil {
-			t.Errorf("prefetched node not read, then changed: %v, want no conflict", err)
+		if err := d2.Update(ctx, func(tx kvstore.Txn) error { tx.Set(node, []byte("node 42 changed")); return nil }); err != nil {
+			return err
 		}
+		tx.Set(dirKey("new"), []byte("x"))
+		return nil
+	})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Errorf("followed node changed before the commit: %v, want a conflict", err)
+	}
+	// A plain read of an entry follows nothing.
+	before := trips.n.Load()
+	err = d1.View(tctx, func(tx kvstore.Txn) error {
+		if _, err := tx.Get(dirKey("file")); err != nil {
+			return err
+		}
+		_, err := tx.Get(node)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := trips.n.Load() - before; got != 2 {
+		t.Errorf("Get of an entry, then of its node: %d round trips, want 2", got)
 	}
 }
 

@@ -3,6 +3,8 @@ package redis
 import (
 	"sync"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvcache"
 )
 
 // recent remembers the values this handle read or committed during the
@@ -15,14 +17,11 @@ import (
 // the operation reads again the directory, entry and node that the LOOKUP
 // has just read.
 //
-// The cache holds at most 2*recentMax entries in two generations: when the
-// current map is full, it becomes the old one and the previous old one is
-// dropped.
+// It holds at most 2*recentMax values (kvcache.TwoGen).
 type recent struct {
 	mu    sync.Mutex
 	epoch time.Time // origin of the at stamps (monotonic)
-	cur   map[string]recentValue
-	old   map[string]recentValue
+	m     *kvcache.TwoGen[string, recentValue]
 }
 
 // recentValue is one remembered value; v is nil for a missing key. The
@@ -45,7 +44,7 @@ const (
 )
 
 func newRecent() *recent {
-	return &recent{epoch: time.Now(), cur: map[string]recentValue{}}
+	return &recent{epoch: time.Now(), m: kvcache.NewTwoGen[string, recentValue](recentMax)}
 }
 
 // now returns the current time as an at stamp.
@@ -56,10 +55,7 @@ func (r *recent) now() time.Duration { return time.Since(r.epoch) }
 func (r *recent) get(k string, now time.Duration) ([]byte, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, ok := r.cur[k]
-	if !ok {
-		e, ok = r.old[k]
-	}
+	e, ok := r.m.Get(k)
 	if !ok || now-e.at > recentTTL {
 		return nil, false
 	}
@@ -71,16 +67,10 @@ func (r *recent) get(k string, now time.Duration) ([]byte, bool) {
 func (r *recent) put(k string, v []byte, at time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.cur[k]; ok && e.at > at {
+	if e, ok := r.m.Get(k); ok && e.at > at {
 		return
 	}
-	if e, ok := r.old[k]; ok && e.at > at {
-		return
-	}
-	if len(r.cur) >= recentMax {
-		r.old, r.cur = r.cur, make(map[string]recentValue, recentMax)
-	}
-	r.cur[k] = recentValue{v: v, at: at}
+	r.m.Put(k, recentValue{v: v, at: at})
 }
 
 // forget drops what is remembered of the keys of m.
@@ -88,7 +78,6 @@ func forget[V any](r *recent, m map[string]V) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k := range m {
-		delete(r.cur, k)
-		delete(r.old, k)
+		r.m.Delete(k)
 	}
 }

@@ -47,16 +47,16 @@
 // therefore sees no snapshot: each call reads the latest committed values.
 //
 // Round trips are what an operation costs, so the adapter saves them in
-// two ways. A read of a directory entry also returns, in the same round
-// trip, the node record the entry names (fetchScript; see followKey),
-// which kvstore reads next. And an Update may start from the values this
+// two ways. kvstore's Lookup reads a directory entry and the node record
+// it names in one round trip (kvstore.Follower: fetchScript follows the
+// entry on the server). And an Update may start from the values this
 // handle read or committed in the last moments (see recent) instead of
 // reading them again: the commit checks them like any other read, so a
 // stale one only costs a conflict and a retry. A FUSE LOOKUP followed by
 // CREATE or UNLINK thus reads once and commits once.
 //
-// A handle also keeps a cache that the server keeps current through
-// CLIENT TRACKING (see cache and watcher): reads it can answer cost no
+// A handle also keeps a cache (package kvcache) that the server keeps
+// current through CLIENT TRACKING (see trackStream): reads it can answer cost no
 // round trip at all, and commits run on its connection. On a cluster that
 // connection goes to the master of the volume's slot.
 //
@@ -84,6 +84,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvcache"
 )
 
 // DB is a kvstore.DB in a Redis server or cluster.
@@ -92,15 +93,16 @@ type DB struct {
 	name   string // URL with the password removed
 	ns     string // "{PREFIX}": the hash tag every key starts with
 	recent *recent
-	cache  *cache   // values the server reports changes of
-	watch  *watcher // keeps cache current
+	cache  *kvcache.Cache   // values the server reports changes of
+	watch  *kvcache.Tracker // keeps cache current from stream
+	stream *trackStream
 }
 
 var _ kvstore.DB = (*DB)(nil)
 
 // cacheMax is the number of values a cache keeps per generation: it keeps
-// up to twice as many, about 200 bytes each.
-const cacheMax = 1 << 16
+// up to twice as many, about 200 bytes each. (A variable for tests.)
+var cacheMax = 1 << 16
 
 // Timeouts of Open and of single network operations.
 var (
@@ -281,8 +283,9 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 	}
 	ns := "{" + o.prefix + "}"
 	d := &DB{c: c, name: o.String(), ns: ns, recent: newRecent()}
-	d.cache = newCache(cacheMax)
-	d.watch = newWatcher(o, ns, d.cache, d.locate)
+	d.cache = kvcache.New(cacheMax, cacheLayout)
+	d.stream = newTrackStream(o, ns, d.locate)
+	d.watch = kvcache.NewTracker(d.cache, d.stream, nil)
 	return d, nil
 }
 
@@ -375,7 +378,7 @@ func (d *DB) Name() string { return d.name }
 // Close closes the connections.
 func (d *DB) Close() error {
 	if d.watch != nil {
-		d.watch.close()
+		d.watch.Close()
 	}
 	return d.c.Close()
 }

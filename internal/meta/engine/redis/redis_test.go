@@ -529,15 +529,15 @@ func TestScanGroup(t *testing.T) {
 	}
 }
 
-// openDBNoCache opens a handle without the cache (see cache.go), for
+// openDBNoCache opens a handle without the cache (package kvcache), for
 // tests of what the handle does without it: the round trips it makes
 // through the pool, the guesses it starts transactions from.
 func openDBNoCache(t testing.TB, raw string) *DB {
 	t.Helper()
 	d := openDB(t, raw)
 	if d.watch != nil {
-		d.watch.close()
-		d.watch, d.cache = nil, nil
+		d.watch.Close()
+		d.watch, d.cache, d.stream = nil, nil, nil
 	}
 	return d
 }

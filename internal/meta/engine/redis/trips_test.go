@@ -140,6 +140,13 @@ func TestRoundTrips(t *testing.T) {
 					_, err := c.Mknod(ctx, dir, name(1000+i), file)
 					return err
 				}},
+				// A rename reads each name with its node (Tx.Lookup):
+				// the source, just created, from what the handle
+				// committed, the destination in one round trip; and
+				// commits.
+				{"rename", 2, func(i int) error {
+					return c.Rename(ctx, dir, name(1000+i), dir, name(2000+i), 0)
+				}},
 			}
 			const n = 20
 			for _, st := range steps {

@@ -19,7 +19,6 @@ type txn struct {
 	d      *DB
 	update bool
 	reads  map[string][]byte // values read; nil = missing. Update checks them at commit
-	pre    map[string][]byte // values fetched by following an entry, not read yet
 	writes map[string][]byte // buffered writes; nil = delete
 	scans  []rangeCheck      // Update: sorted-set ranges read, checked at commit
 	// guessed reports a value taken from DB.recent rather than read.
@@ -46,28 +45,26 @@ func newTxn(ctx context.Context, d *DB, update bool) *txn {
 }
 
 // fetch makes the values of keys known: from the buffered writes, earlier
-// reads, prefetched values, in Update from the values the handle saw
-// recently, and otherwise from the server in one round trip. A point read
-// (Get, GetMany) also prefetches what directory entries point to, and
-// remembers small batches in DB.recent; the values of a Scan, which may be
-// many, are not remembered.
-func (t *txn) fetch(keys []string, point bool) error {
+// reads, the cache, in Update from the values the handle saw recently,
+// and otherwise from the server in one round trip. A point read (Get,
+// GetMany, GetFollow) remembers small batches in DB.recent; the values of
+// a Scan, which may be many, are not remembered. With rule, keys whose
+// follow flag is set and that are read from the server also have the key
+// their value names read in the same round trip (fetchScript), as a read
+// of the transaction.
+func (t *txn) fetch(keys []string, point bool, follow []bool, rule *kvstore.FollowRule) error {
 	var need []string
+	var needFollow []bool
 	var now time.Duration
-	for _, k := range keys {
+	for i, k := range keys {
 		if _, ok := t.writes[k]; ok {
 			continue
 		}
 		if _, ok := t.reads[k]; ok {
 			continue
 		}
-		if v, ok := t.pre[k]; ok {
-			t.reads[k] = v
-			delete(t.pre, k)
-			continue
-		}
 		if point && t.d.cache != nil {
-			if v, ok := t.d.cache.get(k); ok {
+			if v, ok := t.d.cache.Get(k); ok {
 				t.reads[k] = v
 				t.cached = append(t.cached, k)
 				continue
@@ -85,11 +82,12 @@ func (t *txn) fetch(keys []string, point bool) error {
 		}
 		t.reads[k] = nil // placeholder, also drops duplicates
 		need = append(need, k)
+		needFollow = append(needFollow, rule != nil && follow[i])
 	}
 	if len(need) == 0 {
 		return nil
 	}
-	vals, next, err := t.d.read(t.ctx, need, point)
+	vals, next, err := t.d.read(t.ctx, need, needFollow, rule)
 	if err != nil {
 		for _, k := range need {
 			delete(t.reads, k)
@@ -104,28 +102,25 @@ func (t *txn) fetch(keys []string, point bool) error {
 		if remember {
 			t.d.recent.put(k, vals[i], now)
 		}
-		if next == nil {
+		if next == nil || !needFollow[i] {
 			continue
 		}
-		fk := followKey(vals[i])
-		if fk == "" || !followsValue(k) {
+		fk := string(rule.Next(vals[i]))
+		if fk == "" {
 			continue
 		}
 		if remember {
 			t.d.recent.put(fk, next[i], now)
 		}
-		fkeys, fvals = append(fkeys, fk), append(fvals, next[i])
 		_, read := t.reads[fk]
 		_, written := t.writes[fk]
 		if !read && !written {
-			if t.pre == nil {
-				t.pre = map[string][]byte{}
-			}
-			t.pre[fk] = next[i]
+			t.reads[fk] = next[i]
+			fkeys, fvals = append(fkeys, fk), append(fvals, next[i])
 		}
 	}
 	if point && t.d.cache != nil {
-		t.d.cache.want(append(need, fkeys...), append(vals, fvals...))
+		t.d.cache.Want(append(need, fkeys...), append(vals, fvals...))
 	}
 	return nil
 }
@@ -133,31 +128,26 @@ func (t *txn) fetch(keys []string, point bool) error {
 // followMax is the most keys a read with fetchScript may have.
 const followMax = 64
 
-// read reads keys (kvstore keys) in one round trip. With follow, and when
-// some key is a directory entry, it also returns, at the same index, the
-// value of the key each entry's value points to (see followKey).
-func (d *DB) read(ctx context.Context, keys []string, follow bool) (vals, next [][]byte, err error) {
+// read reads keys (kvstore keys) in one round trip. With rule, and when
+// some key's follow flag is set, it also returns, at the same index, the
+// value of the key each such key's value names (rule.Next).
+func (d *DB) read(ctx context.Context, keys []string, follow []bool, rule *kvstore.FollowRule) (vals, next [][]byte, err error) {
 	rkeys := make([]string, len(keys))
 	for i, k := range keys {
 		rkeys[i] = d.dataKey(k)
 	}
-	if follow && len(keys) <= followMax {
+	if rule != nil && len(keys) <= followMax && slices.Contains(follow, true) {
 		args := make([]any, 4, 4+len(keys))
-		f := kvstore.EntryFollow
-		args[0], args[1] = d.dataKey(f.Prefix), f.Suffix
-		args[2], args[3] = f.ValueLen, f.From+1
-		some := false
-		for _, k := range keys {
-			if followsValue(k) {
+		args[0], args[1] = d.dataKey(rule.Prefix), rule.Suffix
+		args[2], args[3] = rule.ValueLen, rule.From+1
+		for _, f := range follow {
+			if f {
 				args = append(args, "1")
-				some = true
 			} else {
 				args = append(args, "0")
 			}
 		}
-		if some {
-			return d.readFollow(ctx, rkeys, args)
-		}
+		return d.readFollow(ctx, rkeys, args)
 	}
 	res, err := d.c.MGet(ctx, rkeys...).Result()
 	if err == nil && len(res) != len(keys) {
@@ -214,7 +204,7 @@ func (t *txn) value(k string) []byte {
 
 func (t *txn) Get(key []byte) ([]byte, error) {
 	k := string(key)
-	if err := t.fetch([]string{k}, true); err != nil {
+	if err := t.fetch([]string{k}, true, nil, nil); err != nil {
 		return nil, err
 	}
 	return bytes.Clone(t.value(k)), nil
@@ -225,7 +215,7 @@ func (t *txn) GetMany(keys [][]byte) ([][]byte, error) {
 	for i, k := range keys {
 		ks[i] = string(k)
 	}
-	if err := t.fetch(ks, true); err != nil {
+	if err := t.fetch(ks, true, nil, nil); err != nil {
 		return nil, err
 	}
 	out := make([][]byte, len(ks))
@@ -233,6 +223,39 @@ func (t *txn) GetMany(keys [][]byte) ([][]byte, error) {
 		out[i] = bytes.Clone(t.value(k))
 	}
 	return out, nil
+}
+
+var _ kvstore.Follower = (*txn)(nil)
+
+// GetFollow reads keys and the keys their values name (rule) in one
+// round trip: keys the transaction or the cache already knows are not
+// read again, and a followed key whose entry was known is read after.
+func (t *txn) GetFollow(keys [][]byte, follow []bool, rule kvstore.FollowRule) (vals, next [][]byte, err error) {
+	ks := make([]string, len(keys))
+	for i, k := range keys {
+		ks[i] = string(k)
+	}
+	if err := t.fetch(ks, true, follow, &rule); err != nil {
+		return nil, nil, err
+	}
+	var fks []string
+	for i, k := range ks {
+		if fk := rule.Next(t.value(k)); follow[i] && fk != nil {
+			fks = append(fks, string(fk))
+		}
+	}
+	if err := t.fetch(fks, true, nil, nil); err != nil {
+		return nil, nil, err
+	}
+	vals, next = make([][]byte, len(ks)), make([][]byte, len(ks))
+	for i, k := range ks {
+		v := t.value(k)
+		vals[i] = bytes.Clone(v)
+		if fk := rule.Next(v); follow[i] && fk != nil {
+			next[i] = bytes.Clone(t.value(string(fk)))
+		}
+	}
+	return vals, next, nil
 }
 
 // members returns up to count (0: all) members of the sorted set idx
@@ -284,7 +307,7 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := t.fetch(ms, false); err != nil {
+		if err := t.fetch(ms, false, nil, nil); err != nil {
 			return nil, err
 		}
 		for _, m := range ms {
@@ -301,7 +324,7 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 		from = "(" + ms[len(ms)-1]
 	}
 	if t.d.cache != nil {
-		t.d.cache.fence(string(g))
+		t.d.cache.Fence(string(g))
 	}
 	for _, k := range pending {
 		if !found[k] {

@@ -6,61 +6,65 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvcache"
 )
 
-// watcher holds the connection that keeps a cache current (see cache): it
-// switches on CLIENT TRACKING in broadcast mode for the volume's data
-// keys, reads the keys the cache asks for, pings, and hands every
-// invalidation to the cache. When the connection breaks it empties the
-// cache and connects again. A server that cannot track (before Redis 6)
-// leaves the cache unused.
+// trackStream is the stream that keeps a handle's cache current
+// (kvcache.Stream; see that package for the protocol): a RESP3
+// connection with CLIENT TRACKING in broadcast mode for the volume's data
+// keys, on which the server sends the name of every key of the volume
+// that anybody modifies, interleaved in stream order with the replies to
+// the cache's reads (MGET), listings (ZRANGEBYLEX of an entry group's
+// sorted set), barriers (EXISTS of a key never written) and the commits
+// run on it (EVALSHA). A server that cannot track (before Redis 6) leaves
+// the cache off.
 //
 // On a Redis Cluster every key of the volume lives in one slot, so on one
-// master, and the watcher connects to that master (locate). Its pings are
-// EXISTS of a key of the slot rather than PING: a node that no longer
+// master, and the stream connects to that master (locate). Its barriers
+// are EXISTS of a key of the slot rather than PING: a node that no longer
 // serves the slot (a migration or failover moved it) answers them with a
-// redirection, which ends the session, so the cache stops within lease
-// of the move, as it does when the connection stalls, and the watcher
-// connects to the new master.
-type watcher struct {
+// redirection, which ends the session, so the cache stops within its
+// lease of the move, as it does when the connection stalls, and the next
+// session connects to the new master.
+type trackStream struct {
 	o      *options
 	ns     string // the volume's hash tag: DB.ns
 	prefix string // of the volume's data keys: DB.dataKey("")
-	probe  string // the key the pings ask for: DB.ns + "w", never written
-	c      *cache
-	log    *slog.Logger
-	stop   chan struct{}
-	done   chan struct{}
+	probe  string // the key barriers ask for: DB.ns + "w", never written
 	// locate returns the address of the server that holds the volume's
 	// keys: the only server, or the cluster master of their slot.
 	locate func(ctx context.Context) (string, error)
-	// moved is the address a redirection named, tried next (run only).
+	// moved is the address a redirection named, tried next (sessions
+	// run one at a time).
 	moved string
 
-	// mu orders the commands written to conn with their entries in fifo.
 	mu   sync.Mutex
-	conn net.Conn // nil between sessions
-	fifo []pending
+	conn net.Conn // of the current session, for tests
 }
 
-// errNoSession reports that the cache's connection is down; a call then
-// goes through the connection pool instead.
-var errNoSession = errors.New("redis cache connection is down")
+var (
+	_ kvcache.Stream  = (*trackStream)(nil)
+	_ kvcache.Session = (*trackSession)(nil)
+)
 
-// readBatch is the most keys one cache read asks for.
-const readBatch = 256
+// trackSession is one connection of a trackStream.
+type trackSession struct {
+	s    *trackStream
+	conn net.Conn
+	r    *bufio.Reader
 
-func newWatcher(o *options, ns string, c *cache, locate func(context.Context) (string, error)) *watcher {
-	w := &watcher{o: o, ns: ns, prefix: ns + "k", probe: ns + "w", c: c, locate: locate,
-		log: slog.Default(), stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run()
-	return w
+	mu    sync.Mutex
+	kinds []kvcache.RequestKind // of the requests sent and not answered
+}
+
+func newTrackStream(o *options, ns string, locate func(context.Context) (string, error)) *trackStream {
+	return &trackStream{o: o, ns: ns, prefix: ns + "k", probe: ns + "w", locate: locate}
 }
 
 // redirection returns the address a cluster redirection error names
@@ -84,323 +88,190 @@ func redirection(e respError) (addr string, ok bool) {
 	return "", false
 }
 
-// close stops the watcher and waits for it.
-func (w *watcher) close() {
-	close(w.stop)
-	<-w.done
-}
-
 // errNoTracking reports a server that cannot track keys for the cache.
-var errNoTracking = errors.New("the server does not support CLIENT TRACKING (Redis 6 or later)")
+var errNoTracking = fmt.Errorf("%w: it does not support CLIENT TRACKING (Redis 6 or later)", kvcache.ErrUnsupported)
 
-func (w *watcher) run() {
-	defer close(w.done)
-	wait := 100 * time.Millisecond
-	for {
-		start := time.Now()
-		err := w.session()
-		w.c.reset(true)
-		if errors.Is(err, errNoTracking) {
-			w.log.Warn("redis: metadata cache off", "err", err)
-			return
-		}
-		if time.Since(start) > 10*time.Second {
-			wait = 100 * time.Millisecond
-		}
-		select {
-		case <-w.stop:
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
-	}
-}
-
-// pending is a command sent on the connection and not answered yet.
-type pending struct {
-	sent   time.Time
-	keys   []string // kvstore keys of an MGET; nil for a ping (EXISTS probe)
-	epochs []uint32
-	dir    string   // the scan group of a directory listing
-	fence  string   // the scan group of a fence (an EXISTS probe)
-	reply  chan any // a call's: gets the reply, or an error
-}
-
-// session runs one connection until it breaks or the watcher stops.
-func (w *watcher) session() error {
-	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+// Open connects to the volume's server (or the one the last redirection
+// named) and starts tracking.
+func (s *trackStream) Open(ctx context.Context) (kvcache.Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	addr := w.moved
-	w.moved = ""
+	addr := s.moved
+	s.moved = ""
 	if addr == "" {
 		var err error
-		if addr, err = w.locate(ctx); err != nil {
-			return fmt.Errorf("redis cache connection: find the volume's server: %w", err)
+		if addr, err = s.locate(ctx); err != nil {
+			return nil, fmt.Errorf("redis cache connection: find the volume's server: %w", err)
 		}
 	}
-	conn, err := w.dial(ctx, addr)
+	conn, err := s.dial(ctx, addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer conn.Close()
 	r := bufio.NewReaderSize(conn, 64<<10)
-	sent := time.Now()
-	if err := w.handshake(conn, r); err != nil {
+	if err := s.handshake(conn, r); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	s.mu.Lock()
+	s.conn = conn
+	s.mu.Unlock()
+	return &trackSession{s: s, conn: conn, r: r}, nil
+}
+
+// localAddr returns the local address of the current connection, or "".
+func (s *trackStream) localAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil {
+		return ""
+	}
+	return s.conn.LocalAddr().String()
+}
+
+// Send writes the requests as one batch of commands.
+func (ss *trackSession) Send(reqs []kvcache.Request) error {
+	var buf []byte
+	for _, q := range reqs {
+		switch q.Kind {
+		case kvcache.Read:
+			args := make([]string, 1, 1+len(q.Keys))
+			args[0] = "MGET"
+			for _, k := range q.Keys {
+				args = append(args, ss.s.prefix+k)
+			}
+			buf = appendCommand(buf, args...)
+		case kvcache.List:
+			buf = appendCommand(buf, "ZRANGEBYLEX", ss.s.ns+"i"+q.Dir, "-", "+", "LIMIT", "0", strconv.Itoa(kvcache.DirMax+1))
+		case kvcache.Barrier:
+			buf = appendCommand(buf, "EXISTS", ss.s.probe)
+		case kvcache.Call:
+			args, ok := q.Cmd.([]string)
+			if !ok {
+				return fmt.Errorf("redis cache connection: a call of %T", q.Cmd)
+			}
+			buf = appendCommand(buf, args...)
+		}
+	}
+	ss.mu.Lock()
+	for _, q := range reqs {
+		ss.kinds = append(ss.kinds, q.Kind)
+	}
+	ss.mu.Unlock()
+	ss.conn.SetWriteDeadline(time.Now().Add(dialTimeout))
+	if _, err := ss.conn.Write(buf); err != nil {
+		ss.conn.Close()
 		return err
 	}
-	w.mu.Lock()
-	w.conn, w.fifo = conn, nil
-	w.mu.Unlock()
-	w.c.up(sent)
+	return nil
+}
 
-	quit := make(chan struct{})
-	writerDone := make(chan error, 1)
-	go func() { writerDone <- w.write(conn, quit) }()
-	defer func() {
-		close(quit)
-		conn.Close()
-		<-writerDone
-		w.mu.Lock()
-		fifo := w.fifo
-		w.conn, w.fifo = nil, nil
-		w.mu.Unlock()
-		for _, p := range fifo {
-			if p.reply != nil {
-				p.reply <- errors.New("redis cache connection lost")
-			}
-		}
-	}()
+// Receive reads the next push message or reply.
+func (ss *trackSession) Receive() (kvcache.Message, error) {
 	for {
-		conn.SetReadDeadline(time.Now().Add(lease + pingEvery))
-		v, err := readResp(r)
+		ss.conn.SetReadDeadline(time.Now().Add(kvcache.Lease + kvcache.PingEvery))
+		v, err := readResp(ss.r)
 		if err != nil {
-			select {
-			case <-w.stop:
-				return nil
-			default:
-			}
-			return fmt.Errorf("redis cache connection: %w", err)
+			return kvcache.Message{}, err
 		}
 		if p, ok := v.(respPush); ok {
-			w.push(p)
+			if m, ok := ss.s.push(p); ok {
+				return m, nil
+			}
 			continue
 		}
-		w.mu.Lock()
-		if len(w.fifo) == 0 {
-			w.mu.Unlock()
-			return errors.New("redis cache connection: reply to no command")
+		ss.mu.Lock()
+		if len(ss.kinds) == 0 {
+			ss.mu.Unlock()
+			return kvcache.Message{}, errors.New("a reply to no command")
 		}
-		cmd := w.fifo[0]
-		w.fifo = w.fifo[1:]
-		w.mu.Unlock()
-		if err := w.answered(cmd, v); err != nil {
-			return fmt.Errorf("redis cache connection: %w", err)
-		}
+		kind := ss.kinds[0]
+		ss.kinds = ss.kinds[1:]
+		ss.mu.Unlock()
+		return ss.s.reply(kind, v)
 	}
 }
 
-// answered hands the reply v to the command cmd it answers: a call's
-// caller, the cache (a read, a listing or a fence), or the lease (a
-// ping). An
-// error reply to any but a call ends the session; a redirection also
-// names the server to connect to next.
-func (w *watcher) answered(cmd pending, v any) error {
-	if cmd.reply != nil {
-		cmd.reply <- v
-		return nil
+// Close closes the connection.
+func (ss *trackSession) Close() error {
+	ss.s.mu.Lock()
+	if ss.s.conn == ss.conn {
+		ss.s.conn = nil
 	}
+	ss.s.mu.Unlock()
+	return ss.conn.Close()
+}
+
+// reply decodes the reply v to a request of kind. An error reply that is
+// a redirection names the server the next session connects to.
+func (s *trackStream) reply(kind kvcache.RequestKind, v any) (kvcache.Message, error) {
 	if e, ok := v.(respError); ok {
-		if a, ok := redirection(e); ok {
-			w.moved = a
+		if kind != kvcache.Call {
+			if a, ok := redirection(e); ok {
+				s.moved = a
+			}
 		}
-		return e
+		return kvcache.Message{Err: e}, nil
 	}
-	switch {
-	case cmd.fence != "":
-		w.c.unfence(cmd.fence)
-	case cmd.dir != "":
+	switch kind {
+	case kvcache.Read:
 		arr, ok := v.([]any)
 		if !ok {
-			return fmt.Errorf("listing: %w", errRespType)
+			return kvcache.Message{}, fmt.Errorf("MGET: %w", errRespType)
+		}
+		vals, err := values(arr)
+		return kvcache.Message{Reply: vals}, err
+	case kvcache.List:
+		arr, ok := v.([]any)
+		if !ok {
+			return kvcache.Message{}, fmt.Errorf("listing: %w", errRespType)
 		}
 		members, err := values(arr)
 		if err != nil {
-			return fmt.Errorf("listing: %w", err)
+			return kvcache.Message{}, fmt.Errorf("listing: %w", err)
 		}
 		keys := make([]string, len(members))
 		for i, m := range members {
 			keys[i] = string(m)
 		}
-		w.c.listedDir(cmd.dir, keys)
-	case cmd.keys == nil:
-		w.c.ack(cmd.sent)
-	default:
-		arr, ok := v.([]any)
-		if !ok || len(arr) != len(cmd.keys) {
-			return fmt.Errorf("MGET of %d keys: %w", len(cmd.keys), errRespType)
-		}
-		vals, err := values(arr)
-		if err != nil {
-			return err
-		}
-		w.c.filled(cmd.keys, cmd.epochs, vals)
+		return kvcache.Message{Reply: keys}, nil
+	case kvcache.Barrier:
+		return kvcache.Message{}, nil
 	}
-	return nil
+	return kvcache.Message{Reply: v}, nil
 }
 
-// write sends the cache's reads and the pings until quit or an error,
-// recording each command in fifo before it is sent.
-func (w *watcher) write(conn net.Conn, quit chan struct{}) error {
-	tick := time.NewTicker(pingEvery)
-	defer tick.Stop()
-	late := time.NewTimer(refetchDelay)
-	late.Stop()
-	armed := false
-	var buf []byte
-	for {
-		ping := false
-		select {
-		case <-w.stop:
-			conn.Close()
-			return nil
-		case <-quit:
-			return nil
-		case <-tick.C:
-			ping = true
-		case <-w.c.kick:
-		case <-w.c.lateKick:
-			if !armed {
-				late.Reset(refetchDelay)
-				armed = true
-			}
-			continue
-		case <-late.C:
-			armed = false
-		}
-		w.c.due()
-		buf = buf[:0]
-		w.mu.Lock()
-		now := time.Now()
-		if ping {
-			buf = appendCommand(buf, "EXISTS", w.probe)
-			w.fifo = append(w.fifo, pending{sent: now})
-		}
-		for _, g := range w.c.takeMarks() {
-			buf = appendCommand(buf, "EXISTS", w.probe)
-			w.fifo = append(w.fifo, pending{sent: now, fence: g})
-		}
-		for _, g := range w.c.takeLists() {
-			buf = appendCommand(buf, "ZRANGEBYLEX", w.ns+"i"+g, "-", "+", "LIMIT", "0", strconv.Itoa(dirMax+1))
-			w.fifo = append(w.fifo, pending{sent: now, dir: g})
-		}
-		for {
-			keys, epochs := w.c.take(readBatch)
-			if len(keys) == 0 {
-				break
-			}
-			args := make([]string, 1, 1+len(keys))
-			args[0] = "MGET"
-			for _, k := range keys {
-				args = append(args, w.prefix+k)
-			}
-			buf = appendCommand(buf, args...)
-			w.fifo = append(w.fifo, pending{sent: now, keys: keys, epochs: epochs})
-		}
-		var err error
-		if len(buf) > 0 {
-			err = w.send(conn, buf)
-		}
-		w.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// send writes buf to conn; the caller holds mu.
-func (w *watcher) send(conn net.Conn, buf []byte) error {
-	conn.SetWriteDeadline(time.Now().Add(dialTimeout))
-	if _, err := conn.Write(buf); err != nil {
-		conn.Close()
-		return err
-	}
-	return nil
-}
-
-// call sends a command on the cache's connection and waits for its reply,
-// which comes in order with the invalidations: what the reply shows is
-// known to the cache before any later change. It fails with errNoSession,
-// having sent nothing, when the connection is down.
-func (w *watcher) call(ctx context.Context, args ...string) (any, error) {
-	reply := make(chan any, 1)
-	w.mu.Lock()
-	conn := w.conn
-	if conn == nil {
-		w.mu.Unlock()
-		return nil, errNoSession
-	}
-	w.fifo = append(w.fifo, pending{sent: time.Now(), reply: reply})
-	err := w.send(conn, appendCommand(nil, args...))
-	w.mu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	select {
-	case v := <-reply:
-		switch v := v.(type) {
-		case error:
-			return nil, v
-		case respError:
-			return nil, v
-		}
-		return v, nil
-	case <-ctx.Done():
-		// The reply, when it comes, goes to the buffered channel.
-		return nil, ctx.Err()
-	}
-}
-
-// drop closes the connection, if any, so that the session ends and the
-// watcher connects again, locating the volume's server anew.
-func (w *watcher) drop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.conn != nil {
-		w.conn.Close()
-	}
-}
-
-// push handles a push message: an invalidation names changed keys, or,
-// with a null, says that the server dropped all of them.
-func (w *watcher) push(p respPush) {
+// push decodes a push message: an invalidation names changed keys, or,
+// with a null, says that the server dropped all of them. Other pushes
+// are not for the cache (ok false).
+func (s *trackStream) push(p respPush) (m kvcache.Message, ok bool) {
 	if len(p) < 2 {
-		return
+		return m, false
 	}
 	if kind, _ := p[0].([]byte); string(kind) != "invalidate" {
-		return
+		return m, false
 	}
-	names, ok := p[1].([]any)
-	if !ok {
-		w.c.reset(false)
-		return
+	names, isArr := p[1].([]any)
+	if !isArr {
+		return kvcache.Message{Report: true, All: true}, true
 	}
 	keys := make([]string, 0, len(names))
 	for _, n := range names {
-		if b, ok := n.([]byte); ok && strings.HasPrefix(string(b), w.prefix) {
-			keys = append(keys, string(b[len(w.prefix):]))
+		if b, ok := n.([]byte); ok && strings.HasPrefix(string(b), s.prefix) {
+			keys = append(keys, string(b[len(s.prefix):]))
 		}
 	}
-	w.c.invalidated(keys)
+	return kvcache.Message{Report: true, Keys: keys}, true
 }
 
 // dial connects to addr as go-redis does: TCP, then TLS for rediss.
-func (w *watcher) dial(ctx context.Context, addr string) (net.Conn, error) {
+func (s *trackStream) dial(ctx context.Context, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	if !w.o.tls {
+	if !s.o.tls {
 		return conn, nil
 	}
 	host, _, _ := net.SplitHostPort(addr)
@@ -415,24 +286,24 @@ func (w *watcher) dial(ctx context.Context, addr string) (net.Conn, error) {
 // handshake switches the connection to RESP3, logs in, selects the
 // database, starts tracking the volume's data keys and checks that the
 // server serves them (on a cluster, that it is their slot's master).
-func (w *watcher) handshake(conn net.Conn, r *bufio.Reader) error {
+func (s *trackStream) handshake(conn net.Conn, r *bufio.Reader) error {
 	hello := []string{"HELLO", "3"}
-	if w.o.password != "" {
-		user := w.o.user
+	if s.o.password != "" {
+		user := s.o.user
 		if user == "" {
 			user = "default"
 		}
-		hello = append(hello, "AUTH", user, w.o.password)
+		hello = append(hello, "AUTH", user, s.o.password)
 	}
 	buf := appendCommand(nil, hello...)
 	n := 2
-	if w.o.db != 0 {
-		buf = appendCommand(buf, "SELECT", strconv.Itoa(w.o.db))
+	if s.o.db != 0 {
+		buf = appendCommand(buf, "SELECT", strconv.Itoa(s.o.db))
 		n++
 	}
-	buf = appendCommand(buf, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", w.prefix, "NOLOOP")
+	buf = appendCommand(buf, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", s.prefix, "NOLOOP")
 	// The server must serve the volume's slot (on a cluster).
-	buf = appendCommand(buf, "EXISTS", w.probe)
+	buf = appendCommand(buf, "EXISTS", s.probe)
 	n++
 	conn.SetDeadline(time.Now().Add(dialTimeout))
 	if _, err := conn.Write(buf); err != nil {
@@ -451,7 +322,7 @@ func (w *watcher) handshake(conn net.Conn, r *bufio.Reader) error {
 				return fmt.Errorf("%w: %v", errNoTracking, e)
 			}
 			if a, ok := redirection(e); ok {
-				w.moved = a
+				s.moved = a
 			}
 			return fmt.Errorf("redis cache connection: %w", e)
 		}

@@ -33,10 +33,6 @@ type tx struct {
 	// lazy says that no statement has run yet and none is to begin a
 	// transaction: the first one runs alone.
 	lazy bool
-	// ahead is a node a read transaction fetched ahead: the node of the
-	// entry NodeEdge read last, which a lookup reads next. Node serves it
-	// once.
-	ahead *store.Node
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -249,10 +245,6 @@ func (v *nullNodeScan) node() *store.Node {
 }
 
 func (t *tx) Node(ino store.Ino) (*store.Node, error) {
-	if n := t.ahead; n != nil && n.Ino == ino {
-		t.ahead = nil
-		return n, nil
-	}
 	var v nodeScan
 	ok, err := t.row("SELECT "+nodeFields+" FROM @node WHERE ino = ?", []any{i64(ino)}, v.dest()...)
 	if err != nil {
@@ -316,17 +308,10 @@ func (t *tx) NodeEdge(parent store.Ino, name []byte) (*store.Node, store.Edge, e
 		}
 		return n, e, err
 	}
-	// One round trip: the node, with its entry joined when there is one,
-	// and in a read transaction also the node the entry names, which a
-	// lookup reads next (not in a write transaction, where a read locks).
+	// One round trip: the node, with its entry joined when there is one.
 	var v nodeScan
 	var ino, typ sql.NullInt64
-	var child nullNodeScan
-	q, dest := nodeEdgeSQL, append(v.dest(), &ino, &typ)
-	if !t.write {
-		q, dest = nodeEdgeChildSQL, append(dest, child.dest()...)
-	}
-	ok, err := t.row(q, []any{name, i64(parent)}, dest...)
+	ok, err := t.row(nodeEdgeSQL, []any{name, i64(parent)}, append(v.dest(), &ino, &typ)...)
 	if err != nil {
 		return nil, store.Edge{}, fmt.Errorf("get node %d and entry: %w", parent, err)
 	}
@@ -336,16 +321,46 @@ func (t *tx) NodeEdge(parent store.Ino, name []byte) (*store.Node, store.Edge, e
 	if !ino.Valid {
 		return v.node(), store.Edge{}, nil
 	}
-	t.ahead = child.node()
 	return v.node(), store.Edge{Name: append([]byte{}, name...), Ino: store.Ino(ino.Int64), Type: uint8(typ.Int64)}, nil
 }
 
-// The servers' NodeEdge queries: a directory's node with the entry of a
-// name, and in read transactions also the entry's node.
+func (t *tx) Lookup(parent store.Ino, name []byte) (*store.Node, store.Edge, *store.Node, error) {
+	if t.s.d.Embedded {
+		dir, e, err := t.NodeEdge(parent, name)
+		if err != nil || e.Ino == 0 {
+			return dir, e, nil, err
+		}
+		n, err := t.Node(e.Ino)
+		if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+		return dir, e, n, err
+	}
+	// One round trip: the node joined with its entry and the entry's node.
+	var v nodeScan
+	var ino, typ sql.NullInt64
+	var child nullNodeScan
+	dest := append(append(v.dest(), &ino, &typ), child.dest()...)
+	ok, err := t.row(lookupSQL, []any{name, i64(parent)}, dest...)
+	if err != nil {
+		return nil, store.Edge{}, nil, fmt.Errorf("get node %d, entry and its node: %w", parent, err)
+	}
+	if !ok {
+		return nil, store.Edge{}, nil, store.ErrNotFound
+	}
+	if !ino.Valid {
+		return v.node(), store.Edge{}, nil, nil
+	}
+	e := store.Edge{Name: append([]byte{}, name...), Ino: store.Ino(ino.Int64), Type: uint8(typ.Int64)}
+	return v.node(), e, child.node(), nil
+}
+
+// The servers' NodeEdge and Lookup queries: a directory's node with the
+// entry of a name, and for Lookup also the entry's node.
 var (
 	nodeEdgeSQL = "SELECT " + qualified("n") + ", e.ino, e.type FROM @node n" +
 		" LEFT JOIN @edge e ON e.parent = n.ino AND e.name = ? WHERE n.ino = ?"
-	nodeEdgeChildSQL = "SELECT " + qualified("n") + ", e.ino, e.type, " + qualified("c") + " FROM @node n" +
+	lookupSQL = "SELECT " + qualified("n") + ", e.ino, e.type, " + qualified("c") + " FROM @node n" +
 		" LEFT JOIN @edge e ON e.parent = n.ino AND e.name = ?" +
 		" LEFT JOIN @node c ON c.ino = e.ino WHERE n.ino = ?"
 )

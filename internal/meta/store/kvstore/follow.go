@@ -1,12 +1,11 @@
 package kvstore
 
-// FollowRule describes a read kvstore makes right after another: having
-// read a directory entry (lookup, unlink, rename), it reads the node record
-// of the inode the entry names. An engine that can chain reads on the
-// server (Redis, with a script) may fetch both in one round trip. The rule
-// lives here, with the key layout; an engine that applies it must use a
-// value it fetched ahead only for a read of exactly that key, so a rule
-// that no longer matches the layout costs a round trip, never wrong data.
+// FollowRule describes a read that follows another: having read a key,
+// read the key its value names. Directory entries name the node record
+// of their inode (EntryFollow), which a lookup reads next. The rule lives
+// here, with the key layout, so that an engine that can chain reads on
+// the server (Redis, with a script) knows how to, without knowing the
+// layout.
 type FollowRule struct {
 	// Prefix and Suffix surround a followed value from byte From on to
 	// make the key read next.
@@ -23,8 +22,8 @@ type FollowRule struct {
 // value type(1) ino(8), followed by the node key "A" ino "I".
 var EntryFollow = FollowRule{Prefix: "A", Suffix: "I", From: 1, ValueLen: 9, Kind: 'D'}
 
-// Follows reports whether a read of key is followed by a read of the key
-// its value names.
+// Follows reports whether key is one the rule follows (for EntryFollow:
+// whether key is a directory entry).
 func (r FollowRule) Follows(key []byte) bool {
 	at := len(r.Prefix) + r.ValueLen - r.From // of Kind
 	return len(key) > at+1 && string(key[:len(r.Prefix)]) == r.Prefix && key[at] == r.Kind
@@ -40,4 +39,17 @@ func (r FollowRule) Next(v []byte) []byte {
 	k = append(k, r.Prefix...)
 	k = append(k, v[r.From:]...)
 	return append(k, r.Suffix...)
+}
+
+// Follower is an optional Txn ability for adapters that can read a key
+// and the key its value names in one round trip. kvstore asks for it
+// where it reads both (store.Tx.Lookup); without it, it reads them one
+// after the other.
+type Follower interface {
+	// GetFollow reads keys as GetMany does and, for each key i with
+	// follow[i], also the key rule.Next names in its value: next[i] is
+	// that key's value, nil when it is missing or when the value cannot
+	// be followed (rule.Next returns nil). Both count as reads of the
+	// transaction.
+	GetFollow(keys [][]byte, follow []bool, rule FollowRule) (vals, next [][]byte, err error)
 }

@@ -152,6 +152,42 @@ func (x *tx) NodeEdge(parent store.Ino, name []byte) (*store.Node, store.Edge, e
 	return n, e, err
 }
 
+func (x *tx) Lookup(parent store.Ino, name []byte) (*store.Node, store.Edge, *store.Node, error) {
+	keys := [][]byte{inoKey(parent, 'I', nil), inoKey(parent, 'D', name)}
+	var vals, next [][]byte
+	var err error
+	if f, ok := x.t.(Follower); ok {
+		vals, next, err = f.GetFollow(keys, []bool{false, true}, EntryFollow)
+	} else {
+		vals, err = x.t.GetMany(keys)
+	}
+	if err != nil {
+		return nil, store.Edge{}, nil, fmt.Errorf("get node, entry and its node: %w", err)
+	}
+	if vals[0] == nil {
+		return nil, store.Edge{}, nil, store.ErrNotFound
+	}
+	dir, err := decodeNode(parent, vals[0])
+	if err != nil || vals[1] == nil {
+		return dir, store.Edge{}, nil, err
+	}
+	e, err := decodeEdge(bytes.Clone(name), vals[1])
+	if err != nil {
+		return nil, store.Edge{}, nil, err
+	}
+	var nv []byte
+	if next != nil {
+		nv = next[1]
+	} else if nv, err = x.t.Get(inoKey(e.Ino, 'I', nil)); err != nil {
+		return nil, store.Edge{}, nil, fmt.Errorf("get node: %w", err)
+	}
+	if nv == nil {
+		return dir, e, nil, nil
+	}
+	n, err := decodeNode(e.Ino, nv)
+	return dir, e, n, err
+}
+
 func (x *tx) Edge(parent store.Ino, name []byte) (store.Edge, error) {
 	v, err := x.get(inoKey(parent, 'D', name), "entry")
 	if err != nil {

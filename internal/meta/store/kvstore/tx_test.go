@@ -246,3 +246,71 @@ func TestRecords(t *testing.T) {
 		t.Fatalf("write error: %v", x.err)
 	}
 }
+
+// followTxn is a mapTxn that reads followed keys itself (Follower) and
+// counts its calls.
+type followTxn struct {
+	mapTxn
+	calls int
+}
+
+func (f *followTxn) GetFollow(keys [][]byte, follow []bool, rule FollowRule) (vals, next [][]byte, err error) {
+	f.calls++
+	vals, _ = f.GetMany(keys)
+	next = make([][]byte, len(keys))
+	for i, v := range vals {
+		if k := rule.Next(v); follow[i] && k != nil {
+			next[i], _ = f.Get(k)
+		}
+	}
+	return vals, next, nil
+}
+
+// TestLookup checks Lookup with and without a Follower: the directory,
+// the entry and its node, with each of them missing in turn.
+func TestLookup(t *testing.T) {
+	for _, follower := range []bool{false, true} {
+		m := mapTxn{}
+		var txn Txn = m
+		f := &followTxn{mapTxn: m}
+		if follower {
+			txn = f
+		}
+		x := &tx{t: txn}
+		x.SetNode(&store.Node{Ino: 5, Type: store.TypeDir, Nlink: 2})
+		x.SetNode(&store.Node{Ino: 7, Type: store.TypeFile, Nlink: 1, Length: 3})
+		x.SetEdge(5, store.Edge{Name: []byte("f"), Ino: 7, Type: store.TypeFile})
+		x.SetEdge(5, store.Edge{Name: []byte("gone"), Ino: 8, Type: store.TypeFile})
+		cases := []struct {
+			parent  store.Ino
+			name    string
+			err     error
+			entry   store.Ino
+			node    bool
+			wantLen uint64
+		}{
+			{parent: 5, name: "f", entry: 7, node: true, wantLen: 3},
+			{parent: 5, name: "missing"},
+			{parent: 5, name: "gone", entry: 8},
+			{parent: 6, name: "f", err: store.ErrNotFound},
+		}
+		for _, c := range cases {
+			dir, e, n, err := x.Lookup(c.parent, []byte(c.name))
+			if !errors.Is(err, c.err) || (err == nil) != (c.err == nil) {
+				t.Fatalf("follower %v: lookup %d/%s: %v, want %v", follower, c.parent, c.name, err, c.err)
+			}
+			if err != nil {
+				continue
+			}
+			if dir == nil || dir.Ino != 5 || e.Ino != c.entry || (n != nil) != c.node {
+				t.Fatalf("follower %v: lookup %d/%s = %+v, %+v, %+v", follower, c.parent, c.name, dir, e, n)
+			}
+			if n != nil && (n.Ino != 7 || n.Length != c.wantLen) {
+				t.Fatalf("follower %v: node %+v", follower, n)
+			}
+		}
+		if follower && f.calls != len(cases) {
+			t.Fatalf("%d reads for %d lookups, want one each", f.calls, len(cases))
+		}
+	}
+}
