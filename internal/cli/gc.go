@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -113,9 +111,9 @@ func runGC(ctx context.Context, out io.Writer, metaURL string, o *gcOptions) err
 		s.objects++
 		s.bytes += info.Size
 		prog.show("listed %d objects, %d leaked", s.objects, s.leaked)
-		b, ok := parseBlockKey(info.Key)
+		b, perr := chunk.ParseBlockKey(info.Key)
 		switch {
-		case !ok:
+		case perr != nil:
 			s.foreign++
 			s.foreignBytes += info.Size
 		case blockOf(sizes, b, bs):
@@ -173,67 +171,15 @@ func listBlocks(ctx context.Context, obj object.Store, fn func(object.Info) erro
 	}
 }
 
-// blockRef is a block key taken apart.
-type blockRef struct {
-	id         uint64
-	index, len int
-}
-
-// parseBlockKey parses a block key of the object-layout spec, plain or
-// with a hash prefix, and checks that its directories match its slice id.
-func parseBlockKey(key string) (blockRef, bool) {
-	parts := strings.Split(strings.TrimPrefix(key, "chunks/"), "/")
-	if len(parts) == 4 {
-		h := parts[0]
-		parts = parts[1:]
-		if len(h) != 2 || strings.ToUpper(h) != h {
-			return blockRef{}, false
-		}
-		v, err := strconv.ParseUint(h, 16, 8)
-		if err != nil {
-			return blockRef{}, false
-		}
-		b, ok := parsePlainKey(parts)
-		if !ok || b.id%256 != v {
-			return blockRef{}, false
-		}
-		return b, true
-	}
-	return parsePlainKey(parts)
-}
-
-func parsePlainKey(parts []string) (blockRef, bool) {
-	if len(parts) != 3 {
-		return blockRef{}, false
-	}
-	f := strings.Split(parts[2], "_")
-	if len(f) != 3 {
-		return blockRef{}, false
-	}
-	nums := make([]uint64, 5)
-	for i, s := range []string{parts[0], parts[1], f[0], f[1], f[2]} {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil || strconv.FormatUint(v, 10) != s {
-			return blockRef{}, false
-		}
-		nums[i] = v
-	}
-	id := nums[2]
-	if nums[0] != id/1000_000 || nums[1] != id/1000 || nums[3] > 1<<20 || nums[4] > 1<<30 {
-		return blockRef{}, false
-	}
-	return blockRef{id: id, index: int(nums[3]), len: int(nums[4])}, true
-}
-
 // blockOf reports whether b is one of the blocks of its slice, whose size
 // sizes knows, with block size bs.
-func blockOf(sizes map[uint64]uint32, b blockRef, bs int) bool {
-	size, ok := sizes[b.id]
+func blockOf(sizes map[uint64]uint32, b chunk.BlockRef, bs int) bool {
+	size, ok := sizes[b.ID]
 	if !ok || size == 0 {
 		return false
 	}
 	n := (int(size) + bs - 1) / bs
-	return b.index < n && b.len == min(bs, int(size)-b.index*bs)
+	return b.Index < n && b.Len == min(bs, int(size)-b.Index*bs)
 }
 
 func gcDelete(ctx context.Context, obj object.Store, leaks []object.Info, threads int, s *gcStats, prog *progress) error {
