@@ -1,34 +1,25 @@
+//go:build !faultinject
+
 package cli
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 
 	"github.com/sluicefs/sluice/internal/object"
-	"github.com/sluicefs/sluice/internal/object/fault"
 )
 
-// faultEnv is the environment variable through which tests ask a mount to
-// inject object storage faults; see fault.Parse for its format.
-const faultEnv = fault.EnvVar
+// faultEnv is the environment variable through which tests ask a mount
+// built with the faultinject tag to inject object storage faults
+// (internal/object/fault). Production builds never inject any.
+const faultEnv = "SLUICE_FAULTS"
 
-// faultHook returns the hook that wraps a mount's bucket with the faults
-// the environment asks for, or nil when it asks for none.
+// faultHook returns nil: this build injects no faults. It warns when the
+// environment asks for some, so that a test run with a binary built
+// without the faultinject tag does not pass for the wrong reason.
 func faultHook(log *slog.Logger) func(object.Store) (object.Store, error) {
-	cfg, ok, err := fault.FromEnv()
-	if err == nil && !ok {
-		return nil
+	if os.Getenv(faultEnv) != "" {
+		log.Warn("object storage faults requested but not injected: this binary was built without the faultinject tag", "env", faultEnv)
 	}
-	return func(bucket object.Store) (object.Store, error) {
-		if err != nil {
-			return nil, err
-		}
-		s, err := fault.New(bucket, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", fault.EnvVar, err)
-		}
-		log.Warn("object storage faults injected", fault.EnvVar, os.Getenv(fault.EnvVar))
-		return s, nil
-	}
+	return nil
 }

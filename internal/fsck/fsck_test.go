@@ -56,7 +56,7 @@ func blocks(t *testing.T, tv *volumetest.Volume) []string {
 func TestRun(t *testing.T) {
 	tv := volumetest.New(t, nil)
 	volumetest.WriteFile(t, tv.MetaURL, "a", bytes.Repeat([]byte("a"), 2<<16+7)) // 3 blocks
-	volumetest.WriteFile(t, tv.MetaURL, "b", []byte("small"))                   // 1 block
+	volumetest.WriteFile(t, tv.MetaURL, "b", []byte("small"))                    // 1 block
 	r, problems := run(t, tv.MetaURL, fsck.Options{})
 	if want := (fsck.Report{Inodes: 3, Slices: 2, Blocks: 4}); *r != want || len(problems) != 0 {
 		t.Fatalf("clean volume: %+v, %+v; want %+v and no problems", *r, problems, want)
