@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/object"
 	objall "github.com/sluicefs/sluice/internal/object/all"
 	"github.com/sluicefs/sluice/internal/object/conformance"
@@ -281,7 +282,7 @@ func runBenchmarks(ctx context.Context, out io.Writer, s object.Store, o *objben
 	nBlocks := int((o.bigObjectSize + o.blockSize - 1) / o.blockSize)
 	blockLen := func(i int) int64 { return min(o.blockSize, o.bigObjectSize-int64(i)*o.blockSize) }
 	block := pattern(4, int(o.blockSize))
-	blockKey := func(i int) string { return fmt.Sprintf("big/chunks/0/0/1_%d_%d", i, blockLen(i)) }
+	blockKey := func(i int) string { return "big/" + chunk.BlockKey(1, i, int(blockLen(i)), false) }
 	small := pattern(5, int(o.smallObjectSize))
 	smallKey := func(i int) string { return fmt.Sprintf("small/%06d", i) }
 	rangeLen := max(1, o.blockSize/4)

@@ -109,9 +109,9 @@ type ObjectOptions struct {
 	PutTimeout, GetTimeout time.Duration
 }
 
-// validate checks the options Open does not pass on to a component that
-// checks them itself.
-func (o *Options) validate() error {
+// Validate checks the options Open does not pass on to a component that
+// checks them itself; Open calls it.
+func (o *Options) Validate() error {
 	switch {
 	case o.Level < Metadata || o.Level > FileSystem:
 		return fmt.Errorf("volume: unknown level %d", int(o.Level))

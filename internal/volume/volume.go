@@ -63,7 +63,7 @@ type Volume struct {
 // Open opens the volume whose metadata lives at metaURL, up to
 // opts.Level. On error it releases whatever it had opened.
 func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err error) {
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	v = &Volume{level: opts.Level}
