@@ -17,16 +17,13 @@ import (
 // faults the environment asks for, and only then.
 func TestFaultHook(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
+	bucket := mem.New("faults")
 	t.Setenv(faultEnv, "")
-	if hook := faultHook(log); hook != nil {
-		t.Error("a fault hook without faults asked for")
+	if s, err := faultHook(log)(bucket); s != object.Store(bucket) || err != nil {
+		t.Errorf("hook without faults asked for = %v, %v; want the bucket itself", s, err)
 	}
 	t.Setenv(faultEnv, "put:fail=1")
-	hook := faultHook(log)
-	if hook == nil {
-		t.Fatal("no fault hook")
-	}
-	s, err := hook(mem.New("faults"))
+	s, err := faultHook(log)(bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
