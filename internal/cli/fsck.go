@@ -18,7 +18,7 @@ type fsckOptions struct {
 }
 
 func newFsck() *cobra.Command {
-	o := fsckOptions{threads: fsck.DefaultThreads}
+	o := fsckOptions{threads: 10}
 	cmd := &cobra.Command{
 		Use:   "fsck META-URL",
 		Short: "Check a volume's metadata and that every block it names exists",

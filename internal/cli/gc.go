@@ -23,7 +23,7 @@ type gcOptions struct {
 }
 
 func newGC() *cobra.Command {
-	o := gcOptions{threads: gc.DefaultThreads, minAge: gc.DefaultMinAge}
+	o := gcOptions{threads: 10, minAge: time.Hour}
 	cmd := &cobra.Command{
 		Use:   "gc META-URL",
 		Short: "Find and delete leaked objects and pending deletions",
