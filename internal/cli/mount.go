@@ -283,6 +283,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 // for a mount at mp that logs to log.
 func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options {
 	opts := volumeOptions(volume.FileSystem, log)
+	opts.OpenTimeout = o.metaTimeout
 	opts.WrapBucket = faultHook(log)
 	opts.Objects = volume.ObjectOptions{
 		MaxDownloads:  o.maxDownloads,

@@ -60,6 +60,10 @@ type Options struct {
 	// one. Default: none, and Open fails on such a volume from Level Data
 	// on.
 	Passphrase string
+	// OpenTimeout bounds opening the metadata engine and reading the
+	// volume's settings, so that Open fails instead of hanging on an
+	// engine that does not answer. Default 0: no bound.
+	OpenTimeout time.Duration
 
 	// Objects tunes the object storage stack (Level Data and above).
 	Objects ObjectOptions
@@ -119,6 +123,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("volume: MaxDownloads %d is negative", o.Objects.MaxDownloads)
 	case o.Objects.UploadLimit < 0 || o.Objects.DownloadLimit < 0:
 		return fmt.Errorf("volume: negative bandwidth limit")
+	case o.OpenTimeout < 0:
+		return fmt.Errorf("volume: negative OpenTimeout")
 	case o.Objects.PutTimeout < 0 || o.Objects.GetTimeout < 0:
 		return fmt.Errorf("volume: negative object storage timeout")
 	}

@@ -73,10 +73,7 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 			v = nil
 		}
 	}()
-	if v.st, err = all.Open(ctx, metaURL, false); err != nil {
-		return v, err
-	}
-	if v.format, err = meta.Load(ctx, v.st); err != nil {
+	if err := v.openMeta(ctx, metaURL, opts.OpenTimeout); err != nil {
 		return v, err
 	}
 	if opts.Level < Data {
@@ -107,6 +104,27 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	}
 	v.fs = vfs.New(v.client, v.chunks, vfsConfig(v.chunks, v.client, &opts))
 	return v, nil
+}
+
+// openMeta opens the metadata engine and reads the volume's settings,
+// within timeout when it is above 0.
+func (v *Volume) openMeta(ctx context.Context, metaURL string, timeout time.Duration) (err error) {
+	octx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		octx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+		defer func() {
+			if err != nil && octx.Err() != nil && ctx.Err() == nil {
+				err = fmt.Errorf("%w (the metadata engine did not answer within %v)", err, timeout)
+			}
+		}()
+	}
+	if v.st, err = all.Open(octx, metaURL, false); err != nil {
+		return err
+	}
+	v.format, err = meta.Load(octx, v.st)
+	return err
 }
 
 // chunkConfig returns opts.Chunks with the fields the volume decides.

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/meta"
@@ -212,5 +214,39 @@ func TestOpenErrors(t *testing.T) {
 			t.Error("PlainBlocks of an encrypted volume")
 		}
 		v.Close(ctx)
+	}
+}
+
+// TestOpenTimeout opens a metadata engine that accepts connections and
+// never answers: OpenTimeout makes Open fail and say why.
+func TestOpenTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	defer func() {
+		l.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	v, err := volume.Open(context.Background(), "redis://"+l.Addr().String()+"/0",
+		volume.Options{OpenTimeout: 200 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 200ms") {
+		t.Errorf("Open on a silent engine = %v, %v; want an error naming the timeout", v, err)
 	}
 }
