@@ -241,15 +241,6 @@ func (s *Store) Close(ctx context.Context) error {
 // BlockSize returns the block size in bytes.
 func (s *Store) BlockSize() int { return s.conf.BlockSize }
 
-// BlockKey returns the object key of block index of slice id, whose
-// length is blockLen, as the object-layout spec defines it.
-func BlockKey(id uint64, index, blockLen int, hashPrefix bool) string {
-	if hashPrefix {
-		return fmt.Sprintf("chunks/%02X/%d/%d/%d_%d_%d", id%256, id/1000_000, id/1000, id, index, blockLen)
-	}
-	return fmt.Sprintf("chunks/%d/%d/%d_%d_%d", id/1000_000, id/1000, id, index, blockLen)
-}
-
 // blockLen returns the length of block index of a slice of size bytes.
 func (s *Store) blockLen(size uint32, index int) int {
 	bs := s.conf.BlockSize

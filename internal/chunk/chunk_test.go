@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"regexp"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -266,52 +264,18 @@ func TestBlockKey(t *testing.T) {
 	}
 }
 
-var (
-	plainKey  = regexp.MustCompile(`^chunks/(\d+)/(\d+)/(\d+)_(\d+)_(\d+)$`)
-	hashedKey = regexp.MustCompile(`^chunks/([0-9A-F]{2})/(\d+)/(\d+)/(\d+)_(\d+)_(\d+)$`)
-)
-
-// blockRef is a parsed block key.
-type blockRef struct {
-	id          uint64
-	index, size int
-}
-
-// parseKey parses a block key and checks its directory parts against the
-// spec.
-func parseKey(t *testing.T, key string, hashPrefix bool) blockRef {
+// parseKey parses a block key with ParseBlockKey and checks that it has
+// the form of the spec that hashPrefix says.
+func parseKey(t *testing.T, key string, hashPrefix bool) BlockRef {
 	t.Helper()
-	var f []string
-	if hashPrefix {
-		m := hashedKey.FindStringSubmatch(key)
-		if m == nil {
-			t.Fatalf("key %q does not have the hash-prefix form of the spec", key)
-		}
-		f = m[2:]
-		id, _ := strconv.ParseUint(m[4], 10, 64)
-		if want := fmt.Sprintf("%02X", id%256); m[1] != want {
-			t.Errorf("key %q: hash prefix %s, want %s", key, m[1], want)
-		}
-	} else {
-		m := plainKey.FindStringSubmatch(key)
-		if m == nil {
-			t.Fatalf("key %q does not have the form of the spec", key)
-		}
-		f = m[1:]
+	ref, err := ParseBlockKey(key)
+	if err != nil {
+		t.Fatalf("stored key: %v", err)
 	}
-	n := make([]uint64, len(f))
-	for i, s := range f {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil || strconv.FormatUint(v, 10) != s {
-			t.Fatalf("key %q: %q is not a canonical decimal number", key, s)
-		}
-		n[i] = v
+	if ref.HashPrefix != hashPrefix {
+		t.Fatalf("key %q: hash prefix %v, want %v", key, ref.HashPrefix, hashPrefix)
 	}
-	id := n[2]
-	if n[0] != id/1000_000 || n[1] != id/1000 {
-		t.Errorf("key %q: directories %d/%d, want %d/%d", key, n[0], n[1], id/1000_000, id/1000)
-	}
-	return blockRef{id: id, index: int(n[3]), size: int(n[4])}
+	return ref
 }
 
 // listAll returns every object under chunks/.
@@ -342,22 +306,22 @@ func TestStoredKeys(t *testing.T) {
 			e.write(t, w, &m, pattern(5, testBlockSize+1), 3<<20+1000) // unaligned position
 			e.flush(t, w)
 
-			objects := map[blockRef]bool{}
+			objects := map[BlockRef]bool{}
 			for _, info := range listAll(t, e.ctx, e.obj) {
 				ref := parseKey(t, info.Key, hashPrefix)
-				if int64(ref.size) != info.Size {
-					t.Errorf("object %q holds %d bytes, its key says %d", info.Key, info.Size, ref.size)
+				if int64(ref.Len) != info.Size {
+					t.Errorf("object %q holds %d bytes, its key says %d", info.Key, info.Size, ref.Len)
 				}
 				objects[ref] = true
 			}
-			want := map[blockRef]bool{}
+			want := map[BlockRef]bool{}
 			for idx := uint32(0); idx < 2; idx++ {
 				for _, s := range e.slices(t, ino, idx) {
 					if s.Id == 0 {
 						continue
 					}
 					for i := 0; i*testBlockSize < int(s.Size); i++ {
-						want[blockRef{s.Id, i, min(testBlockSize, int(s.Size)-i*testBlockSize)}] = true
+						want[BlockRef{s.Id, i, min(testBlockSize, int(s.Size)-i*testBlockSize), hashPrefix}] = true
 					}
 				}
 			}
@@ -428,7 +392,7 @@ func TestDelete(t *testing.T) {
 		}
 	}
 	for _, info := range listAll(t, e.ctx, e.obj) {
-		if ref := parseKey(t, info.Key, false); ref.id == victim.Id {
+		if ref := parseKey(t, info.Key, false); ref.ID == victim.Id {
 			t.Errorf("block %q survived Delete", info.Key)
 		}
 	}

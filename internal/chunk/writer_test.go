@@ -310,12 +310,12 @@ func TestFlushFaults(t *testing.T) {
 		second bool
 	}{
 		{name: "third put", failPut: func(_ string, n int) bool { return n == 3 }},
-		{name: "block 5", failPut: func(key string, _ int) bool { return parseKeyLoose(key).index == 5 }},
-		{name: "short last block", failPut: func(key string, _ int) bool { return parseKeyLoose(key).size == 123 }},
+		{name: "block 5", failPut: func(key string, _ int) bool { return parseKeyLoose(key).Index == 5 }},
+		{name: "short last block", failPut: func(key string, _ int) bool { return parseKeyLoose(key).Len == 123 }},
 		{name: "every put", failPut: func(string, int) bool { return true }},
 		{name: "commit", failCommit: true},
 		{name: "overwrite after a good slice", second: true,
-			failPut: func(key string, _ int) bool { return parseKeyLoose(key).size == 1000 }},
+			failPut: func(key string, _ int) bool { return parseKeyLoose(key).Len == 1000 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -349,7 +349,7 @@ func TestFlushFaults(t *testing.T) {
 			}
 			failed := map[uint64]bool{}
 			for _, key := range f.failedKeys() {
-				failed[parseKey(t, key, false).id] = true
+				failed[parseKey(t, key, false).ID] = true
 			}
 			fc.mu.Lock()
 			for _, id := range fc.refused {
@@ -389,17 +389,13 @@ func TestFlushFaults(t *testing.T) {
 }
 
 // parseKeyLoose parses a block key without a *testing.T, for use inside
-// fault predicates; unknown keys parse as the zero blockRef.
-func parseKeyLoose(key string) blockRef {
-	m := plainKey.FindStringSubmatch(key)
-	if m == nil {
-		return blockRef{index: -1, size: -1}
+// fault predicates; other keys parse as index and length -1.
+func parseKeyLoose(key string) BlockRef {
+	ref, err := ParseBlockKey(key)
+	if err != nil {
+		return BlockRef{Index: -1, Len: -1}
 	}
-	var r blockRef
-	fmt.Sscan(m[3], &r.id)
-	fmt.Sscan(m[4], &r.index)
-	fmt.Sscan(m[5], &r.size)
-	return r
+	return ref
 }
 
 // budgetUsed returns the bytes the write buffers of s hold.

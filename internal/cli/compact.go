@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/compact"
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/volume"
 )
 
 // CompactXattr is the extended attribute that asks a mount to compact the
@@ -98,27 +98,23 @@ func runCompactOffline(ctx context.Context, out io.Writer, metaURL, path string)
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	st, f, obj, err := openVolumeData(ctx, metaURL, 0)
+	opts := volumeOptions(volume.Client, nil, 0)
+	opts.Meta.SessionInfo = meta.SessionInfo{MountPoint: "(sluice compact)", Version: Version}
+	v, err := volume.Open(ctx, metaURL, opts)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	ino, _, err := meta.LookupPath(ctx, st, path)
-	if err != nil {
-		return err
-	}
-	cs := chunk.New(obj, chunk.Config{BlockSize: f.BlockSize << 10, HashPrefix: f.HashPrefix})
-	mc, err := meta.NewClient(ctx, st, meta.Config{DeleteSlice: cs.Delete,
-		SessionInfo: meta.SessionInfo{MountPoint: "(sluice compact)", Version: Version}})
+	defer v.Close(context.WithoutCancel(ctx))
+	ino, _, err := meta.LookupPath(ctx, v.Store(), path)
 	if err != nil {
 		return err
 	}
 	prog := newProgress()
-	stats, err := compact.New(mc, cs, compact.Config{Progress: func(s compact.Stats) {
+	stats, err := compact.New(v.Client(), v.Chunks(), compact.Config{Progress: func(s compact.Stats) {
 		prog.show("compacted %d chunks, %s written", s.Chunks, humanBytes(s.Bytes))
 	}}).Tree(ctx, ino)
 	prog.done()
-	if cerr := mc.Close(ctx); err == nil {
+	if cerr := v.Close(ctx); err == nil {
 		err = cerr
 	}
 	if err != nil {

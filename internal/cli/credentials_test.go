@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicefs/sluice/internal/object/prefix"
 	"github.com/sluicefs/sluice/internal/object/s3"
 	"github.com/sluicefs/sluice/internal/testserver"
+	"github.com/sluicefs/sluice/internal/volume"
 )
 
 func TestMoveURLCredentials(t *testing.T) {
@@ -93,11 +93,12 @@ func TestFormatS3(t *testing.T) {
 	if strings.Contains(out.String(), sk) || !strings.Contains(out.String(), `"SecretKey": "removed"`) {
 		t.Errorf("format output shows the secret key or does not say it is removed:\n%s", out.String())
 	}
-	st, f, err := openVolume(ctx, metaURL, 0)
+	v, err := openVolume(ctx, metaURL, volume.Metadata, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Close()
+	f := v.Format()
+	v.Close(ctx)
 	if f.AccessKey != ak || f.SecretKey != sk || f.Bucket != bucket {
 		t.Errorf("stored format has keys %q/%q and bucket %q; want the environment's and %q", f.AccessKey, f.SecretKey, f.Bucket, bucket)
 	}
@@ -105,19 +106,27 @@ func TestFormatS3(t *testing.T) {
 	// Later commands use the stored keys; the environment overrides them.
 	t.Setenv(envAccessKey, "")
 	t.Setenv(envSecretKey, "")
-	b, err := openBucket(f)
+	v, err = openVolume(ctx, metaURL, volume.Data, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	infos, err := prefix.New(b, "vol/").List(ctx, "", "", 0)
+	infos, err := v.Objects().List(ctx, "", "", 0)
 	if err != nil || len(infos) != 1 || infos[0].Key != "juicefs_uuid" {
 		t.Errorf("volume objects = %v, %v; want the juicefs_uuid marker", infos, err)
 	}
+	t.Cleanup(func() {
+		if _, err := removeAll(ctx, v.Objects()); err != nil {
+			t.Errorf("empty the bucket: %v", err)
+		}
+		v.Close(ctx)
+	})
 	t.Setenv(envSecretKey, "overridden-wrong-key")
-	if b, err = openBucket(f); err != nil {
+	wrong, err := openVolume(ctx, metaURL, volume.Data, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.List(ctx, "", "", 1); !errors.Is(err, s3.ErrAccessDenied) {
+	defer wrong.Close(ctx)
+	if _, err := wrong.Objects().List(ctx, "", "", 1); !errors.Is(err, s3.ErrAccessDenied) {
 		t.Errorf("List with SECRET_KEY overriding the stored key: error = %v, want access denied", err)
 	}
 	t.Setenv(envSecretKey, "")
@@ -145,18 +154,15 @@ func TestFormatS3(t *testing.T) {
 	if err := runFormat(ctx, &out, metaURL2, "vol2", o); err != nil {
 		t.Fatalf("format with keys in the bucket URL: %v", err)
 	}
-	st, f, err = openVolume(ctx, metaURL2, 0)
+	v2, err := openVolume(ctx, metaURL2, volume.Data, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Close()
-	if f.Bucket != bucket || f.AccessKey != ak || f.SecretKey != sk {
+	defer v2.Close(ctx)
+	if f := v2.Format(); f.Bucket != bucket || f.AccessKey != ak || f.SecretKey != sk {
 		t.Errorf("format with keys in the URL stored bucket %q and keys %q/%q", f.Bucket, f.AccessKey, f.SecretKey)
 	}
-	if b, err = openBucket(f); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := removeAll(ctx, b); err != nil {
+	if _, err := removeAll(ctx, v2.Objects()); err != nil {
 		t.Errorf("empty the bucket: %v", err)
 	}
 }

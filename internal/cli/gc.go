@@ -5,18 +5,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/sluicefs/sluice/internal/chunk"
+	"github.com/sluicefs/sluice/internal/gc"
 	"github.com/sluicefs/sluice/internal/meta"
-	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/object"
+	"github.com/sluicefs/sluice/internal/volume"
 )
 
 type gcOptions struct {
@@ -57,266 +54,69 @@ worked through now.`,
 	return cmd
 }
 
-// gcStats counts what gc found, as objects and bytes (stored sizes).
-type gcStats struct {
-	objects, bytes         int64
-	valid, validBytes      int64
-	leaked, leakedBytes    int64
-	pending, pendingBytes  int64 // blocks of slices queued for deletion
-	young, youngBytes      int64
-	foreign, foreignBytes  int64 // keys under chunks/ that are no block key
-	deleted, deletedBytes  int64
-	pendingFiles, fileSize int64
-}
-
-func runGC(ctx context.Context, out io.Writer, metaURL string, o *gcOptions) error {
+func runGC(ctx context.Context, out io.Writer, metaURL string, o *gcOptions) (err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	if o.threads <= 0 {
 		return fmt.Errorf("--threads must be positive")
 	}
-	st, f, obj, err := openVolumeData(ctx, metaURL, o.metaTimeout)
+	level := volume.Data
+	if o.delete {
+		level = volume.Client // works through the deletion queues
+	}
+	opts := volumeOptions(level, nil, o.metaTimeout)
+	opts.Meta.SessionInfo = meta.SessionInfo{MountPoint: "(sluice gc)", Version: Version}
+	v, err := volume.Open(ctx, metaURL, opts)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	prog := newProgress()
-	refs, err := meta.ReferencedSlices(ctx, st, func(n int64) { prog.show("scanned %d metadata records", n) })
-	if err != nil {
-		return fmt.Errorf("scan metadata: %w", err)
-	}
-	pendingSlices, err := meta.PendingSlices(ctx, st)
-	if err != nil {
-		return fmt.Errorf("read deletion queue: %w", err)
-	}
-	pendingFiles, err := meta.PendingFiles(ctx, st)
-	if err != nil {
-		return fmt.Errorf("read deletion queue: %w", err)
-	}
-	var s gcStats
-	s.pendingFiles = int64(len(pendingFiles))
-	for _, pf := range pendingFiles {
-		s.fileSize += int64(pf.Length)
-	}
-	sizes := make(map[uint64]uint32, len(refs))
-	for k := range refs {
-		sizes[k.Id] = k.Size
-	}
-	refs = nil // only the sizes are needed now
-	pending := map[uint64]uint32{}
-	for _, p := range pendingSlices {
-		pending[p.Id] = p.Size
-	}
-	bs := f.BlockSize << 10
-	cutoff := time.Now().Add(-o.minAge)
-	var leaks []object.Info
-	err = listBlocks(ctx, obj, func(info object.Info) error {
-		s.objects++
-		s.bytes += info.Size
-		prog.show("listed %d objects, %d leaked", s.objects, s.leaked)
-		b, ok := parseBlockKey(info.Key)
-		switch {
-		case !ok:
-			s.foreign++
-			s.foreignBytes += info.Size
-		case blockOf(sizes, b, bs):
-			s.valid++
-			s.validBytes += info.Size
-		case blockOf(pending, b, bs):
-			s.pending++
-			s.pendingBytes += info.Size
-		case info.ModTime.After(cutoff):
-			s.young++
-			s.youngBytes += info.Size
-		default:
-			s.leaked++
-			s.leakedBytes += info.Size
-			fmt.Fprintf(out, "leaked: %s (%d bytes, %s)\n", info.Key, info.Size, info.ModTime.UTC().Format(time.RFC3339))
-			if o.delete {
-				leaks = append(leaks, info)
-			}
+	defer func() {
+		if cerr := v.Close(context.WithoutCancel(ctx)); err == nil {
+			err = cerr
 		}
-		return nil
+	}()
+	prog := newProgress()
+	r, err := gc.Run(ctx, v, gc.Options{
+		MinAge:  o.minAge,
+		Delete:  o.delete,
+		Threads: o.threads,
+		OnLeak: func(info object.Info) {
+			fmt.Fprintf(out, "leaked: %s (%d bytes, %s)\n", info.Key, info.Size, info.ModTime.UTC().Format(time.RFC3339))
+		},
+		Progress: func(p gc.Progress) {
+			switch p.Phase {
+			case gc.ScanMetadata:
+				prog.show("scanned %d metadata records", p.Done)
+			case gc.ListObjects:
+				prog.show("listed %d objects, %d leaked", p.Done, p.Leaked)
+			case gc.DeleteLeaks:
+				prog.show("deleted %d of %d leaked objects", p.Done, p.Total)
+			}
+		},
 	})
 	prog.done()
 	if err != nil {
 		return err
 	}
-	if o.delete {
-		if err := gcDelete(ctx, obj, leaks, o.threads, &s, prog); err != nil {
-			return err
-		}
-		if err := flushQueues(ctx, st, f, obj, opTimeout(o.metaTimeout)); err != nil {
-			return err
-		}
-	}
-	printGC(out, &s, o)
+	printGC(out, r, o.delete)
 	return nil
 }
 
-// listBlocks calls fn for every object under chunks/, page by page.
-func listBlocks(ctx context.Context, obj object.Store, fn func(object.Info) error) error {
-	marker := ""
-	for {
-		page, err := obj.List(ctx, "chunks/", marker, 1000)
-		if err != nil {
-			return fmt.Errorf("list objects: %w", err)
-		}
-		for _, info := range page {
-			if err := fn(info); err != nil {
-				return err
-			}
-		}
-		if len(page) < 1000 {
-			return nil
-		}
-		marker = page[len(page)-1].Key
+func printGC(out io.Writer, r *gc.Report, deleted bool) {
+	fmt.Fprintf(out, "objects:           %d (%s)\n", r.All.Objects, humanBytes(r.All.Bytes))
+	fmt.Fprintf(out, "  referenced:      %d (%s)\n", r.Referenced.Objects, humanBytes(r.Referenced.Bytes))
+	fmt.Fprintf(out, "  leaked:          %d (%s)\n", r.Leaked.Objects, humanBytes(r.Leaked.Bytes))
+	fmt.Fprintf(out, "  pending delete:  %d (%s)\n", r.Pending.Objects, humanBytes(r.Pending.Bytes))
+	fmt.Fprintf(out, "  younger than %s: %d (%s), skipped\n", r.MinAge, r.Young.Objects, humanBytes(r.Young.Bytes))
+	if r.Foreign.Objects > 0 {
+		fmt.Fprintf(out, "  not block keys:  %d (%s), left alone\n", r.Foreign.Objects, humanBytes(r.Foreign.Bytes))
 	}
-}
-
-// blockRef is a block key taken apart.
-type blockRef struct {
-	id         uint64
-	index, len int
-}
-
-// parseBlockKey parses a block key of the object-layout spec, plain or
-// with a hash prefix, and checks that its directories match its slice id.
-func parseBlockKey(key string) (blockRef, bool) {
-	parts := strings.Split(strings.TrimPrefix(key, "chunks/"), "/")
-	if len(parts) == 4 {
-		h := parts[0]
-		parts = parts[1:]
-		if len(h) != 2 || strings.ToUpper(h) != h {
-			return blockRef{}, false
-		}
-		v, err := strconv.ParseUint(h, 16, 8)
-		if err != nil {
-			return blockRef{}, false
-		}
-		b, ok := parsePlainKey(parts)
-		if !ok || b.id%256 != v {
-			return blockRef{}, false
-		}
-		return b, true
-	}
-	return parsePlainKey(parts)
-}
-
-func parsePlainKey(parts []string) (blockRef, bool) {
-	if len(parts) != 3 {
-		return blockRef{}, false
-	}
-	f := strings.Split(parts[2], "_")
-	if len(f) != 3 {
-		return blockRef{}, false
-	}
-	nums := make([]uint64, 5)
-	for i, s := range []string{parts[0], parts[1], f[0], f[1], f[2]} {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil || strconv.FormatUint(v, 10) != s {
-			return blockRef{}, false
-		}
-		nums[i] = v
-	}
-	id := nums[2]
-	if nums[0] != id/1000_000 || nums[1] != id/1000 || nums[3] > 1<<20 || nums[4] > 1<<30 {
-		return blockRef{}, false
-	}
-	return blockRef{id: id, index: int(nums[3]), len: int(nums[4])}, true
-}
-
-// blockOf reports whether b is one of the blocks of its slice, whose size
-// sizes knows, with block size bs.
-func blockOf(sizes map[uint64]uint32, b blockRef, bs int) bool {
-	size, ok := sizes[b.id]
-	if !ok || size == 0 {
-		return false
-	}
-	n := (int(size) + bs - 1) / bs
-	return b.index < n && b.len == min(bs, int(size)-b.index*bs)
-}
-
-func gcDelete(ctx context.Context, obj object.Store, leaks []object.Info, threads int, s *gcStats, prog *progress) error {
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(threads)
-	for _, l := range leaks {
-		g.Go(func() error {
-			if err := obj.Delete(gctx, l.Key); err != nil {
-				return fmt.Errorf("delete %s: %w", l.Key, err)
-			}
-			mu.Lock()
-			s.deleted++
-			s.deletedBytes += l.Size
-			prog.show("deleted %d of %d leaked objects", s.deleted, len(leaks))
-			mu.Unlock()
-			return nil
-		})
-	}
-	err := g.Wait()
-	prog.done()
-	return err
-}
-
-// flushQueues works through the deletion queues with a client of its own,
-// whose transactions opTimeout bounds (meta.Config.OpTimeout).
-func flushQueues(ctx context.Context, st store.Store, f *meta.Format, obj object.Store, opTimeout time.Duration) error {
-	cs := chunk.New(obj, chunk.Config{BlockSize: f.BlockSize << 10, HashPrefix: f.HashPrefix})
-	mc, err := meta.NewClient(ctx, st, meta.Config{DeleteSlice: cs.Delete, OpTimeout: opTimeout,
-		SessionInfo: meta.SessionInfo{MountPoint: "(sluice gc)", Version: Version}})
-	if err != nil {
-		return err
-	}
-	// One flush takes a bounded batch of files; repeat while it helps.
-	for left := int64(-1); ; {
-		if err = mc.FlushDeletions(ctx); err != nil {
-			break
-		}
-		var n int64
-		n, err = expiredFiles(ctx, st)
-		if err != nil || n == 0 || (left >= 0 && n >= left) {
-			break
-		}
-		left = n
-	}
-	if cerr := mc.Close(ctx); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("flush deletion queues: %w", err)
-	}
-	return nil
-}
-
-// expiredFiles counts the deleted files whose data may be deleted now.
-func expiredFiles(ctx context.Context, st store.Store) (int64, error) {
-	files, err := meta.PendingFiles(ctx, st)
-	var n int64
-	now := time.Now().Unix()
-	for _, f := range files {
-		if f.Expire <= now {
-			n++
-		}
-	}
-	return n, err
-}
-
-func printGC(out io.Writer, s *gcStats, o *gcOptions) {
-	fmt.Fprintf(out, "objects:           %d (%s)\n", s.objects, humanBytes(s.bytes))
-	fmt.Fprintf(out, "  referenced:      %d (%s)\n", s.valid, humanBytes(s.validBytes))
-	fmt.Fprintf(out, "  leaked:          %d (%s)\n", s.leaked, humanBytes(s.leakedBytes))
-	fmt.Fprintf(out, "  pending delete:  %d (%s)\n", s.pending, humanBytes(s.pendingBytes))
-	fmt.Fprintf(out, "  younger than %s: %d (%s), skipped\n", o.minAge, s.young, humanBytes(s.youngBytes))
-	if s.foreign > 0 {
-		fmt.Fprintf(out, "  not block keys:  %d (%s), left alone\n", s.foreign, humanBytes(s.foreignBytes))
-	}
-	fmt.Fprintf(out, "queued for deletion: %d files or replaced slice lists (%s)\n", s.pendingFiles, humanBytes(s.fileSize))
+	fmt.Fprintf(out, "queued for deletion: %d files or replaced slice lists (%s)\n", r.QueuedFiles, humanBytes(r.QueuedBytes))
 	switch {
-	case o.delete:
-		fmt.Fprintf(out, "deleted %d leaked objects (%s) and flushed the deletion queues\n", s.deleted, humanBytes(s.deletedBytes))
-	case s.leaked > 0 || s.pending > 0 || s.pendingFiles > 0:
+	case deleted:
+		fmt.Fprintf(out, "deleted %d leaked objects (%s) and flushed the deletion queues\n", r.Deleted.Objects, humanBytes(r.Deleted.Bytes))
+	case r.Leaked.Objects > 0 || r.Pending.Objects > 0 || r.QueuedFiles > 0:
 		fmt.Fprintln(out, "run with --delete to delete leaked objects and flush the deletion queues")
 	}
 }

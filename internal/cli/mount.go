@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,10 +17,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicefs/sluice/internal/chunk"
-	"github.com/sluicefs/sluice/internal/compact"
 	"github.com/sluicefs/sluice/internal/fuse"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/vfs"
+	"github.com/sluicefs/sluice/internal/volume"
 )
 
 // kernelReadahead is the kernel's readahead for the mount's files: FUSE
@@ -136,11 +137,6 @@ returns once the mount is ready and serves in the background, logging to
 	return cmd
 }
 
-// localStorage reports whether a storage keeps its objects on this host,
-// where caching the blocks a mount writes would only write them twice to
-// the same disks (and cost as much CPU again).
-func localStorage(storage string) bool { return storage == "file" || storage == "mem" }
-
 // validate checks the flags that take numbers and paths.
 func (o *mountOptions) validate() error {
 	switch {
@@ -240,77 +236,26 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		}
 	}
 	ctx := context.Background()
-	st, f, err := openVolume(ctx, metaURL, o.metaTimeout)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	bucket, err := openBucket(f)
-	if err != nil {
-		return err
-	}
-	obj, objMetrics, err := mountStore(bucket, f, o, log)
-	if err != nil {
-		return err
-	}
-	if o.metrics != "" {
-		if err := serveMetrics(o.metrics, objMetrics, log); err != nil {
-			return err
-		}
-	}
-	cs, err := chunk.Open(obj, chunk.Config{
-		BlockSize:        f.BlockSize << 10,
-		HashPrefix:       f.HashPrefix,
-		MaxUploads:       o.maxUploads,
-		BufferSize:       o.bufferSize,
-		MemoryCacheSize:  o.bufferSize,
-		CacheDirs:        filepath.SplitList(o.cacheDir),
-		CacheSize:        o.cacheSize,
-		FreeSpaceRatio:   o.freeRatio,
-		CachePartialOnly: o.partialOnly || localStorage(f.Storage),
-		Writeback:        o.writeback,
-		VolumeUUID:       f.UUID,
-		MaxReadahead:     o.maxReadahead,
-		Prefetch:         o.prefetch,
-		RangedReads:      (f.Compression == "" || f.Compression == "none") && f.EncryptKey == "",
-		Logger:           log,
-	})
+	vol, err := volume.Open(ctx, metaURL, o.volumeOptions(mp, log))
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := cs.Close(context.Background()); cerr != nil {
-			log.Warn("closing the block cache", "err", cerr)
+		if cerr := vol.Close(ctx); cerr != nil {
+			err = errors.Join(err, cerr)
 		}
 	}()
-	host, _ := os.Hostname()
-	mc, err := meta.NewClient(ctx, st, meta.Config{
-		ReadOnly:    o.readOnly,
-		Heartbeat:   o.heartbeat,
-		OpTimeout:   opTimeout(o.metaTimeout),
-		AtimeMode:   o.atimeMode,
-		DeleteSlice: cs.Delete,
-		SessionInfo: meta.SessionInfo{Host: host, MountPoint: mp, Version: Version},
-		Logger:      log,
-	})
+	f := vol.Format()
+	if o.metrics != "" {
+		if err := serveMetrics(o.metrics, vol.Metrics(), log); err != nil {
+			return err
+		}
+	}
+	srv, err := fuse.Mount(vol.VFS(), mp, fuse.Options{FsName: "sluice:" + f.Name, KernelReadahead: kernelReadahead, ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL}, log)
 	if err != nil {
 		return err
 	}
-	vconf := vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache, DirEntryTimeout: o.dirEntryCache, NegEntryTimeout: o.negEntryCache,
-		Logger: log,
-		Controls: map[string]vfs.Control{
-			"flush": func(ctx context.Context, _ meta.Ino, _ []byte) error { return cs.FlushStaged(ctx) },
-		}}
-	if !o.readOnly {
-		vconf.Compactor = compact.New(mc, cs, compact.Config{Logger: log})
-	}
-	v := vfs.New(mc, cs, vconf)
-	srv, err := fuse.Mount(v, mp, fuse.Options{FsName: "sluice:" + f.Name, KernelReadahead: kernelReadahead, ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL}, log)
-	if err != nil {
-		mc.Close(ctx)
-		return err
-	}
-	log.Info("volume mounted", "volume", f.Name, "mountpoint", mp, "meta", st.Name(), "pid", os.Getpid())
+	log.Info("volume mounted", "volume", f.Name, "mountpoint", mp, "meta", vol.Store().Name(), "pid", os.Getpid())
 	if os.Getenv(readyFdEnv) == "" {
 		fmt.Printf("Volume %s mounted at %s; press Ctrl-C or run `sluice umount %s` to unmount.\n", f.Name, mp, mp)
 	}
@@ -329,9 +274,45 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 			done = true
 		}
 	}
-	errs := []error{v.Close(ctx), mc.Close(ctx)}
+	err = vol.Close(ctx)
 	log.Info("volume unmounted", "mountpoint", mp)
-	return errors.Join(errs...)
+	return err
+}
+
+// volumeOptions maps the mount's flags onto the options of volume.Open,
+// for a mount at mp that logs to log.
+func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options {
+	opts := volumeOptions(volume.FileSystem, log, o.metaTimeout)
+	opts.WrapBucket = faultHook(log)
+	opts.Objects = volume.ObjectOptions{
+		MaxDownloads:  o.maxDownloads,
+		UploadLimit:   o.uploadLimit * 1e6 / 8, // Mbps to bytes per second
+		DownloadLimit: o.downloadLimit * 1e6 / 8,
+		PutTimeout:    o.putTimeout,
+		GetTimeout:    o.getTimeout,
+	}
+	opts.Chunks = chunk.Config{
+		MaxUploads:       o.maxUploads,
+		BufferSize:       o.bufferSize,
+		MemoryCacheSize:  o.bufferSize,
+		CacheDirs:        filepath.SplitList(o.cacheDir),
+		CacheSize:        o.cacheSize,
+		FreeSpaceRatio:   o.freeRatio,
+		CachePartialOnly: o.partialOnly,
+		Writeback:        o.writeback,
+		MaxReadahead:     o.maxReadahead,
+		Prefetch:         o.prefetch,
+	}
+	opts.Meta = meta.Config{
+		ReadOnly:    o.readOnly,
+		Heartbeat:   o.heartbeat,
+		OpTimeout:   opTimeout(o.metaTimeout),
+		AtimeMode:   o.atimeMode,
+		SessionInfo: meta.SessionInfo{MountPoint: mp, Version: Version},
+	}
+	opts.VFS = vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache,
+		DirEntryTimeout: o.dirEntryCache, NegEntryTimeout: o.negEntryCache}
+	return opts
 }
 
 // Background mounts: the parent re-runs itself with readyFdEnv naming an

@@ -17,9 +17,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/object"
 	objall "github.com/sluicefs/sluice/internal/object/all"
+	"github.com/sluicefs/sluice/internal/object/conformance"
 	"github.com/sluicefs/sluice/internal/object/prefix"
+	"github.com/sluicefs/sluice/internal/object/s3"
 )
 
 type objbenchOptions struct {
@@ -39,9 +42,11 @@ func newObjbench() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "objbench [flags] BUCKET",
 		Short: "Check and measure an object store",
-		Long: `Check that an object store behaves as Sluice needs (put, get, ranged get,
-head, list with pagination, overwrite, delete, large objects, missing keys),
-printing pass or fail for each check, then measure it: blocks of --block-size
+		Long: `Check that an object store behaves as Sluice needs, with the conformance
+checks every backend passes in Sluice's own tests (put, get, ranged get,
+head, missing keys, overwrite, delete, listing in key order and in pages,
+concurrent and atomic overwrites, objects of several multipart parts, puts
+whose content fails), printing pass or fail for each check, then measure it: blocks of --block-size
 making up --big-object-size, one object of --big-object-size in one put
 (multipart where the store has it), and --small-objects objects of
 --small-object-size, with --threads requests at a time. It prints a table of
@@ -124,7 +129,7 @@ func objbench(ctx context.Context, out io.Writer, store object.Store, o *objbenc
 	}()
 
 	if !o.skipFunctional {
-		if failed := runChecks(ctx, out, s); failed > 0 {
+		if failed := runChecks(ctx, out, s, checkConfig(o.storage)); failed > 0 {
 			return fmt.Errorf("%d functional checks failed on %s", failed, store)
 		}
 	}
@@ -156,27 +161,31 @@ func removeAll(ctx context.Context, s object.Store) (int, error) {
 	}
 }
 
-// check is one functional check of an object store.
-type check struct {
-	name string
-	fn   func(ctx context.Context, s object.Store) error
-}
-
-// runChecks runs the functional checks, prints one line for each and
-// returns how many failed.
-func runChecks(ctx context.Context, out io.Writer, s object.Store) int {
+// runChecks runs the conformance checks, each in a fresh prefix of s,
+// prints one line for each and returns how many failed.
+func runChecks(ctx context.Context, out io.Writer, s object.Store, cfg conformance.Config) int {
 	fmt.Fprintln(out, "\nFunctional checks:")
 	failed := 0
-	for _, c := range objbenchChecks {
+	for _, c := range conformance.Checks(cfg) {
 		start := time.Now()
-		err := c.fn(ctx, s)
+		err := c.Run(ctx, prefix.New(s, "check-"+c.Name+"/"))
 		status := "pass"
 		if err != nil {
-			status, failed = "FAIL: "+err.Error(), failed+1
+			status, failed = "FAIL: "+strings.ReplaceAll(err.Error(), "\n", "; "), failed+1
 		}
-		fmt.Fprintf(out, "  %-44s %-4s (%s)\n", c.name, status, time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(out, "  %-44s %-4s (%s)\n", c.Doc, status, time.Since(start).Round(time.Millisecond))
 	}
 	return failed
+}
+
+// checkConfig returns the configuration of the conformance checks for a
+// store of the given storage type.
+func checkConfig(storage string) conformance.Config {
+	cfg := conformance.Config{ExactSizes: true} // objbench checks the backend itself
+	if storage == "s3" {
+		cfg.PartSize = s3.DefaultPartSize
+	}
+	return cfg
 }
 
 // pattern returns n deterministic bytes that do not compress.
@@ -206,159 +215,6 @@ func getAll(ctx context.Context, s object.Store, key string, off, limit int64) (
 func expect(what string, got, want []byte) error {
 	if !bytes.Equal(got, want) {
 		return fmt.Errorf("%s returned %d bytes, want %d (different content)", what, len(got), len(want))
-	}
-	return nil
-}
-
-// streamOnly hides the length of a reader, so a store must stream it.
-type streamOnly struct{ r io.Reader }
-
-func (s streamOnly) Read(p []byte) (int, error) { return s.r.Read(p) }
-
-var objbenchChecks = []check{
-	{"put, then get the same bytes", func(ctx context.Context, s object.Store) error {
-		data := pattern(1, 100<<10)
-		if err := s.Put(ctx, "check/put", bytes.NewReader(data)); err != nil {
-			return err
-		}
-		got, err := getAll(ctx, s, "check/put", 0, -1)
-		if err != nil {
-			return err
-		}
-		return expect("get", got, data)
-	}},
-	{"empty object", func(ctx context.Context, s object.Store) error {
-		if err := s.Put(ctx, "check/empty", bytes.NewReader(nil)); err != nil {
-			return err
-		}
-		got, err := getAll(ctx, s, "check/empty", 0, -1)
-		if err != nil {
-			return err
-		}
-		return expect("get", got, nil)
-	}},
-	{"ranged get", func(ctx context.Context, s object.Store) error {
-		data := pattern(2, 64<<10)
-		if err := s.Put(ctx, "check/range", bytes.NewReader(data)); err != nil {
-			return err
-		}
-		for _, r := range [][2]int64{{0, 1}, {1000, 5000}, {60000, -1}, {65000, 10000}, {1 << 20, 10}} {
-			got, err := getAll(ctx, s, "check/range", r[0], r[1])
-			if err != nil {
-				return err
-			}
-			end := int64(len(data))
-			if r[1] >= 0 {
-				end = min(end, r[0]+r[1])
-			}
-			want := data[min(r[0], end):end]
-			if err := expect(fmt.Sprintf("get(%d, %d)", r[0], r[1]), got, want); err != nil {
-				return err
-			}
-		}
-		return nil
-	}},
-	{"head reports the size", func(ctx context.Context, s object.Store) error {
-		info, err := s.Head(ctx, "check/range")
-		if err != nil {
-			return err
-		}
-		if info.Size != 64<<10 || info.ModTime.IsZero() {
-			return fmt.Errorf("head = size %d, mtime %v; want size %d and a time", info.Size, info.ModTime, 64<<10)
-		}
-		return nil
-	}},
-	{"overwrite replaces the object", func(ctx context.Context, s object.Store) error {
-		if err := s.Put(ctx, "check/put", strings.NewReader("new")); err != nil {
-			return err
-		}
-		got, err := getAll(ctx, s, "check/put", 0, -1)
-		if err != nil {
-			return err
-		}
-		return expect("get after overwrite", got, []byte("new"))
-	}},
-	{"missing key is not found (get, head)", func(ctx context.Context, s object.Store) error {
-		if _, err := s.Get(ctx, "check/missing", 0, -1); !errors.Is(err, object.ErrNotFound) {
-			return fmt.Errorf("get: error %v, want not found", err)
-		}
-		if _, err := s.Head(ctx, "check/missing"); !errors.Is(err, object.ErrNotFound) {
-			return fmt.Errorf("head: error %v, want not found", err)
-		}
-		return nil
-	}},
-	{"list with pagination", checkList},
-	{"delete, and delete of a missing key", func(ctx context.Context, s object.Store) error {
-		for range 2 {
-			if err := s.Delete(ctx, "check/empty"); err != nil {
-				return err
-			}
-		}
-		if _, err := s.Head(ctx, "check/empty"); !errors.Is(err, object.ErrNotFound) {
-			return fmt.Errorf("head after delete: error %v, want not found", err)
-		}
-		return nil
-	}},
-	{"large streamed object (40M, multipart on S3)", func(ctx context.Context, s object.Store) error {
-		data := pattern(3, 40<<20+333)
-		if err := s.Put(ctx, "check/large", streamOnly{bytes.NewReader(data)}); err != nil {
-			return err
-		}
-		got, err := getAll(ctx, s, "check/large", 0, -1)
-		if err != nil {
-			return err
-		}
-		if err := expect("get", got, data); err != nil {
-			return err
-		}
-		got, err = getAll(ctx, s, "check/large", 16<<20-100, 200)
-		if err != nil {
-			return err
-		}
-		return expect("ranged get across a part boundary", got, data[16<<20-100:16<<20+100])
-	}},
-}
-
-// checkList lists 25 keys in pages of 10, after a marker, and under a
-// prefix that is not a directory.
-func checkList(ctx context.Context, s object.Store) error {
-	var want []string
-	for i := range 25 {
-		k := fmt.Sprintf("list/%02d", i)
-		want = append(want, k)
-		if err := s.Put(ctx, k, strings.NewReader(k)); err != nil {
-			return err
-		}
-	}
-	var got []string
-	for marker := ""; ; {
-		infos, err := s.List(ctx, "list/", marker, 10)
-		if err != nil {
-			return err
-		}
-		if len(infos) > 10 {
-			return fmt.Errorf("list with limit 10 returned %d keys", len(infos))
-		}
-		for _, info := range infos {
-			got = append(got, info.Key)
-			if info.Size != int64(len(info.Key)) {
-				return fmt.Errorf("list: %s has size %d, want %d", info.Key, info.Size, len(info.Key))
-			}
-		}
-		if len(infos) < 10 {
-			break
-		}
-		marker = infos[len(infos)-1].Key
-	}
-	if !slices.Equal(got, want) {
-		return fmt.Errorf("pages of 10 listed %q, want %q", got, want)
-	}
-	infos, err := s.List(ctx, "list/1", "list/12", 0)
-	if err != nil {
-		return err
-	}
-	if len(infos) != 7 || infos[0].Key != "list/13" {
-		return fmt.Errorf("list(prefix list/1, after list/12) returned %d keys, want list/13..list/19", len(infos))
 	}
 	return nil
 }
@@ -426,7 +282,7 @@ func runBenchmarks(ctx context.Context, out io.Writer, s object.Store, o *objben
 	nBlocks := int((o.bigObjectSize + o.blockSize - 1) / o.blockSize)
 	blockLen := func(i int) int64 { return min(o.blockSize, o.bigObjectSize-int64(i)*o.blockSize) }
 	block := pattern(4, int(o.blockSize))
-	blockKey := func(i int) string { return fmt.Sprintf("big/chunks/0/0/1_%d_%d", i, blockLen(i)) }
+	blockKey := func(i int) string { return "big/" + chunk.BlockKey(1, i, int(blockLen(i)), false) }
 	small := pattern(5, int(o.smallObjectSize))
 	smallKey := func(i int) string { return fmt.Sprintf("small/%06d", i) }
 	rangeLen := max(1, o.blockSize/4)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/object"
+	"github.com/sluicefs/sluice/internal/object/conformance"
 	"github.com/sluicefs/sluice/internal/object/file"
 	"github.com/sluicefs/sluice/internal/testserver"
 )
@@ -24,9 +25,9 @@ func tinyObjbench(storage string) *objbenchOptions {
 // passing, a table row for every operation, and the cleanup.
 func checkObjbenchOutput(t *testing.T, out string) {
 	t.Helper()
-	for _, c := range objbenchChecks {
-		if !regexp.MustCompile(regexp.QuoteMeta(c.name) + ` +pass `).MatchString(out) {
-			t.Errorf("check %q did not pass:\n%s", c.name, out)
+	for _, c := range conformance.Checks(conformance.Config{}) {
+		if !regexp.MustCompile(regexp.QuoteMeta(c.Doc) + ` +pass `).MatchString(out) {
+			t.Errorf("check %q did not pass:\n%s", c.Doc, out)
 		}
 	}
 	rows := []string{"put block", "get block", "ranged get", "put big object", "get big object",
@@ -88,7 +89,7 @@ func TestObjbenchFailedCheck(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "functional checks failed") {
 		t.Fatalf("objbench on a store with a broken Head: error = %v, want failed checks\n%s", err, out.String())
 	}
-	for _, want := range []string{"missing key is not found (get, head)", "FAIL: head: error <nil>, want not found"} {
+	for _, want := range []string{"missing keys are not found (get, head)", `FAIL: Head("missing") error = <nil>, want ErrNotFound`} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

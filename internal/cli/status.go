@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/volume"
 )
 
 func newStatus() *cobra.Command {
@@ -21,12 +23,12 @@ and last heartbeat.`,
 		Args: exactArgs(1, "META-URL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, f, err := openVolume(ctx, args[0], metaTimeout)
+			v, err := openVolume(ctx, args[0], volume.Metadata, metaTimeout)
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			sessions, err := meta.Sessions(ctx, st)
+			defer v.Close(context.WithoutCancel(ctx))
+			sessions, err := meta.Sessions(ctx, v.Store())
 			if err != nil {
 				return fmt.Errorf("list sessions: %w", err)
 			}
@@ -42,7 +44,7 @@ and last heartbeat.`,
 			out := struct {
 				Setting  *meta.Format
 				Sessions []session
-			}{Setting: f.Redacted(), Sessions: []session{}}
+			}{Setting: v.Format().Redacted(), Sessions: []session{}}
 			for _, s := range sessions {
 				out.Sessions = append(out.Sessions, session{Sid: s.Sid, Host: s.Host, MountPoint: s.MountPoint,
 					Version: s.Version, PID: s.PID, Started: time.Unix(s.Started, 0).UTC().Format(time.RFC3339),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/testserver"
+	"github.com/sluicefs/sluice/internal/volume"
 )
 
 // silentServer accepts TCP connections and never answers on them, as a
@@ -103,11 +104,12 @@ func TestStoreMetaTimeout(t *testing.T) {
 				t.Fatalf("format: %v", err)
 			}
 			const bound = 500 * time.Millisecond
-			st, _, err := openVolume(ctx, url, bound)
+			v, err := openVolume(ctx, url, volume.Metadata, bound)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer st.Close()
+			defer v.Close(context.WithoutCancel(ctx))
+			st := v.Store()
 			reads := []struct {
 				name string
 				fn   func() error

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/chunk"
 )
 
 // writeFragmented writes n pieces to name, each committed as its own slice
@@ -65,8 +66,7 @@ func TestCompactAutomatic(t *testing.T) {
 	// prefix of the file it covers depends on when the checks ran.
 	eventuallyWithin(t, 60*time.Second, "the mount compacts the fragmented chunk", func() error {
 		for _, k := range v.blockKeys(t) {
-			var id, idx, n int
-			if _, err := fmt.Sscanf(k[strings.LastIndex(k, "/")+1:], "%d_%d_%d", &id, &idx, &n); err == nil && n > 2000 {
+			if b, err := chunk.ParseBlockKey(k); err == nil && b.Len > 2000 {
 				return nil
 			}
 		}

@@ -11,7 +11,8 @@ import (
 )
 
 // EnvVar names the environment variable that FromEnv reads, so a test can
-// turn faults on in a separate process such as a mount.
+// turn faults on in a separate process such as a mount built with the
+// faultinject tag.
 const EnvVar = "SLUICE_FAULTS"
 
 // Op names one Store operation.

@@ -10,7 +10,9 @@
 // The configuration can be replaced at run time with Set, so a test can
 // turn faults on and off, and read from the SLUICE_FAULTS environment
 // variable (see Parse for the format) so a test can turn them on in
-// another process such as a mount.
+// another process such as a mount. Only a sluice binary built with the
+// faultinject tag reads it (the end-to-end tests build one); release
+// builds never wrap their buckets with this package.
 //
 // Injected errors are *Error values: they wrap object.ErrTransient and
 // report Temporary() true (and Timeout() true for hangs that time out), so

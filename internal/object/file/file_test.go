@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/object"
+	"github.com/sluicefs/sluice/internal/object/conformance"
 	"github.com/sluicefs/sluice/internal/object/file"
 	"github.com/sluicefs/sluice/internal/object/objecttest"
 )
@@ -25,7 +26,7 @@ func newStore(t testing.TB) *file.Store {
 }
 
 func TestSuite(t *testing.T) {
-	objecttest.Run(t, func(t *testing.T) object.Store { return newStore(t) })
+	objecttest.RunConfig(t, conformance.Config{ExactSizes: true}, func(t *testing.T) object.Store { return newStore(t) })
 }
 
 // failingReader returns some data and then an error.

@@ -4,12 +4,13 @@ import (
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/object"
+	"github.com/sluicefs/sluice/internal/object/conformance"
 	"github.com/sluicefs/sluice/internal/object/mem"
 	"github.com/sluicefs/sluice/internal/object/objecttest"
 )
 
 func TestSuite(t *testing.T) {
-	objecttest.Run(t, func(t *testing.T) object.Store { return mem.New(t.Name()) })
+	objecttest.RunConfig(t, conformance.Config{ExactSizes: true}, func(t *testing.T) object.Store { return mem.New(t.Name()) })
 }
 
 func TestString(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicefs/sluice/internal/object"
+	"github.com/sluicefs/sluice/internal/object/conformance"
 	"github.com/sluicefs/sluice/internal/object/objecttest"
 	"github.com/sluicefs/sluice/internal/object/s3"
 	"github.com/sluicefs/sluice/internal/testserver"
@@ -64,7 +65,7 @@ func freshStore(t testing.TB, cfg s3.Config) *s3.Store {
 
 func TestSuite(t *testing.T) {
 	cfg := serverConfig(t)
-	objecttest.Run(t, func(t *testing.T) object.Store { return freshStore(t, cfg) })
+	objecttest.RunConfig(t, conformance.Config{ExactSizes: true}, func(t *testing.T) object.Store { return freshStore(t, cfg) })
 }
 
 func TestMultipart(t *testing.T) {
