@@ -13,16 +13,21 @@ func TestParseBlockKey(t *testing.T) {
 		{"chunks/0/0/1_0_4194304", BlockRef{1, 0, 4194304, false}},
 		{"chunks/0/1/1234_2_100", BlockRef{1234, 2, 100, false}},
 		{"chunks/1/1000/1000000_0_5", BlockRef{1000000, 0, 5, false}},
-		{"chunks/D2/0/1/1234_0_100", BlockRef{1234, 0, 100, true}}, // 1234 % 256 = 0xD2
-		{"chunks/00/0/0/256_0_1", BlockRef{256, 0, 1, true}},
+		{"chunks/D2/0/1234_0_100", BlockRef{1234, 0, 100, true}}, // 1234 % 256 = 0xD2
+		{"chunks/00/0/256_0_1", BlockRef{256, 0, 1, true}},
+		{"chunks/40/1/1000000_0_5", BlockRef{1000000, 0, 5, true}}, // 1000000 % 256 = 0x40
+		{"chunks/10/0/16_0_1", BlockRef{16, 0, 1, true}},           // decimal-looking hash
+		{"chunks/10/10000/10000000_0_1", BlockRef{10000000, 0, 1, false}},
 		{"chunks/0/0/7_1048576_1073741824", BlockRef{7, 1 << 20, 1 << 30, false}}, // the largest accepted
 		{"chunks/18446744073709/18446744073709551/18446744073709551615_0_1", BlockRef{1<<64 - 1, 0, 1, false}},
 
-		{"chunks/d2/0/1/1234_0_100", BlockRef{}},                                         // lower-case hash
-		{"chunks/D3/0/1/1234_0_100", BlockRef{}},                                         // wrong hash
-		{"chunks/D/0/1/1234_0_100", BlockRef{}},                                          // one hex digit
-		{"chunks/0D2/0/1/1234_0_100", BlockRef{}},                                        // three hex digits
-		{"chunks/XY/0/1/1234_0_100", BlockRef{}},                                         // no hex
+		{"chunks/d2/0/1234_0_100", BlockRef{}},  // lower-case hash
+		{"chunks/D3/0/1234_0_100", BlockRef{}},  // wrong hash
+		{"chunks/D/0/1234_0_100", BlockRef{}},   // one hex digit
+		{"chunks/0D2/0/1234_0_100", BlockRef{}}, // three hex digits
+		{"chunks/XY/0/1234_0_100", BlockRef{}},
+		{"chunks/D2/0/1/1234_0_100", BlockRef{}},                                         // the hashed form has no <id/1e3> level
+		{"chunks/D2/1/1234_0_100", BlockRef{}},                                           // wrong directory under the hash                                         // no hex
 		{"chunks/0/2/1234_0_100", BlockRef{}},                                            // wrong directory
 		{"chunks/1/1/1234_0_100", BlockRef{}},                                            // wrong top directory
 		{"chunks/0/1/1234_0", BlockRef{}},                                                // no length
