@@ -450,7 +450,6 @@ func testCompactChunk(t *testing.T, ns newStoreFunc) {
 
 	// With keepOld the replaced slices stay referenced, and stored, until
 	// the delay is over.
-	old = []meta.Slice{repl}
 	write(t, c, v.file.Ino, 0, newSlice(t, c, 10, 10))
 	old, _ = c.ReadChunk(root, v.file.Ino, 0)
 	repl2 := newSlice(t, c, 0, 5000)

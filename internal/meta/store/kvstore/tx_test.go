@@ -182,7 +182,7 @@ func TestRecords(t *testing.T) {
 		t.Fatalf("chunk 2: %+v", ss)
 	}
 	x.SetChunk(3, 7, nil)
-	if ss, err := x.Chunk(3, 7); err != nil || ss != nil && len(ss) != 0 {
+	if ss, err := x.Chunk(3, 7); err != nil || len(ss) != 0 {
 		t.Fatalf("emptied chunk: %+v, %v", ss, err)
 	}
 
