@@ -130,6 +130,12 @@ type Client struct {
 		posix map[Ino]bool
 	}
 
+	// orphanMu serializes CollectOrphans, and guards the round this
+	// session last answered and the one it started (orphan.go).
+	orphanMu      sync.Mutex
+	orphanAcked   int64
+	orphanPending *orphanRound
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -289,14 +295,24 @@ func (c *Client) registerSession(ctx context.Context) error {
 	if info.Started == 0 {
 		info.Started = time.Now().Unix()
 	}
-	b, _ := json.Marshal(info)
 	return c.st.Update(ctx, func(tx store.Tx) error {
 		n, err := tx.Counter(counterNextSession)
 		if err != nil {
 			return err
 		}
+		// A new session holds none of the files that lost their last
+		// name before it: it has answered every orphan round so far.
+		round, err := tx.Counter(counterOrphanRound)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(sessionRecord{SessionInfo: info, OrphanAck: round})
+		if err != nil {
+			return err
+		}
 		tx.SetCounter(counterNextSession, n+1)
 		c.sid = uint64(n)
+		c.orphanAcked = round
 		tx.SetSession(store.Session{Sid: c.sid, Heartbeat: time.Now().Unix(), Info: b})
 		return nil
 	})
@@ -419,6 +435,9 @@ func (c *Client) background(ctx context.Context) {
 			if err := c.CleanStaleSessions(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("clean stale sessions", "err", err)
 			}
+		}
+		if err := c.CollectOrphans(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("collect orphaned files", "err", err)
 		}
 		if err := c.processDeletions(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("delete data", "err", err)
