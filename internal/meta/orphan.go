@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -244,18 +243,13 @@ func (c *Client) finishOrphanRound(ctx context.Context) error {
 			if answered, err = c.allAnswered(tx, p.round); err != nil || !answered {
 				return err
 			}
-			listed, err := tx.Sustained(orphanSid)
-			if err != nil {
-				return err
-			}
 			kept, err := keptByOthers(tx, orphanSid)
 			if err != nil {
 				return err
 			}
+			// Another client's round may have handled some already:
+			// then a session sustains them, or they are gone.
 			for _, ino := range batch {
-				if !slices.Contains(listed, ino) {
-					continue
-				}
 				tx.SetSustained(orphanSid, ino, false)
 				if kept[ino] {
 					continue // the sessions holding it delete it
