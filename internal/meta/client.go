@@ -128,6 +128,9 @@ type Client struct {
 		// posix lists the inodes on which this session ever asked for a
 		// POSIX lock: only there can ReleaseLocks find records to drop.
 		posix map[Ino]bool
+		// sessions is what the client last saw of the session list
+		// (orphan.go); nil before it looked.
+		sessions *sessionsSeen
 	}
 
 	// orphanMu serializes CollectOrphans, and guards the round this
@@ -313,6 +316,11 @@ func (c *Client) registerSession(ctx context.Context) error {
 		tx.SetCounter(counterNextSession, n+1)
 		c.sid = uint64(n)
 		c.orphanAcked = round
+		seen, err := c.readSessions(tx, n+1)
+		if err != nil {
+			return err
+		}
+		c.mu.sessions = seen
 		tx.SetSession(store.Session{Sid: c.sid, Heartbeat: time.Now().Unix(), Info: b})
 		return nil
 	})

@@ -60,25 +60,97 @@ type orphanRound struct {
 	inos  []Ino
 }
 
-// othersLive reports whether sessions other than this client's are live,
-// reading the sessions once per transaction attempt (r caches the answer).
+// sessionsSeen is what this client last saw of the session list: the
+// nextSession counter when it looked, and whether sessions other than its
+// own were registered. A new session increments the counter, so while
+// the counter is unchanged the answer can only have gone from true to
+// false (a session ended), which errs on the safe side.
+type sessionsSeen struct {
+	next   int64
+	others bool
+}
+
+// othersLive reports whether sessions other than this client's are
+// registered (expired ones included, until they are cleaned up). It reads
+// the nextSession counter, which Redis serves from its client-side cache,
+// and reads the session list only when the counter moved since the client
+// last looked; r caches the answer for the transaction.
 func (c *Client) othersLive(tx store.Tx, r *removal) (bool, error) {
 	if r.others != 0 {
 		return r.others > 0, nil
 	}
-	ss, err := tx.Sessions()
+	next, err := tx.Counter(counterNextSession)
 	if err != nil {
 		return false, err
 	}
+	c.mu.Lock()
+	seen := c.mu.sessions
+	c.mu.Unlock()
+	if seen == nil || seen.next != next {
+		if seen, err = c.readSessions(tx, next); err != nil {
+			return false, err
+		}
+		r.sessions = seen
+	}
 	r.others = -1
-	limit := c.conf.Now().Add(-c.conf.SessionTimeout).Unix()
+	if seen.others {
+		r.others = 1
+	}
+	return seen.others, nil
+}
+
+// readSessions reads the session list of a transaction that read next
+// from the nextSession counter first.
+func (c *Client) readSessions(tx store.Tx, next int64) (*sessionsSeen, error) {
+	ss, err := tx.Sessions()
+	if err != nil {
+		return nil, err
+	}
+	seen := &sessionsSeen{next: next}
 	for _, s := range ss {
-		if s.Sid != c.sid && s.Heartbeat >= limit {
-			r.others = 1
-			break
+		if s.Sid != c.sid {
+			seen.others = true
 		}
 	}
-	return r.others > 0, nil
+	return seen, nil
+}
+
+// refreshSessions updates what the client saw of the session list when
+// it saw other sessions, so that once they have ended, the last name of
+// a file goes with its file at once again. (A new session moves the
+// counter, which othersLive checks: seeing none needs no refresh.)
+func (c *Client) refreshSessions(ctx context.Context) error {
+	c.mu.Lock()
+	seen := c.mu.sessions
+	c.mu.Unlock()
+	if seen != nil && !seen.others {
+		return nil
+	}
+	// An Update, though it writes nothing: its reads are checked at
+	// commit, so the counter and the list belong together.
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		next, err := tx.Counter(counterNextSession)
+		if err != nil {
+			return err
+		}
+		seen, err = c.readSessions(tx, next)
+		return err
+	})
+	if err == nil {
+		c.setSessionsSeen(seen)
+	}
+	return err
+}
+
+func (c *Client) setSessionsSeen(seen *sessionsSeen) {
+	if seen == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.mu.sessions == nil || seen.next >= c.mu.sessions.next {
+		c.mu.sessions = seen
+	}
+	c.mu.Unlock()
 }
 
 // keptByOthers returns the inodes sustained by a session other than sid,
@@ -118,6 +190,9 @@ func keptByOthers(tx store.Tx, sid uint64) (map[Ino]bool, error) {
 func (c *Client) CollectOrphans(ctx context.Context) error {
 	if c.conf.ReadOnly {
 		return nil
+	}
+	if err := c.refreshSessions(ctx); err != nil {
+		return err
 	}
 	c.orphanMu.Lock()
 	defer c.orphanMu.Unlock()

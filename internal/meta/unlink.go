@@ -18,11 +18,15 @@ type removal struct {
 	// them open: they stay until closed.
 	sustain []Ino
 	// others caches othersLive for the transaction: 0 not asked yet, 1
-	// other live sessions exist, -1 none.
+	// other sessions exist, -1 none.
 	others int8
+	// sessions is what the transaction read of the session list, if it
+	// did.
+	sessions *sessionsSeen
 }
 
 func (c *Client) applyRemoval(r *removal) {
+	c.setSessionsSeen(r.sessions)
 	c.usedInodes.Add(-r.inodes)
 	c.usedSpace.Add(-r.space)
 	if len(r.sustain) > 0 {
@@ -44,7 +48,7 @@ func (c *Client) isOpen(ino Ino) bool {
 // removed. At the last link of a non-directory on a volume with a trash
 // (and outside the trash) the node moves to the trash instead. Otherwise
 // the last link of a file this client holds open sustains it until closed,
-// and of one other live sessions might hold open makes it an orphan
+// and of one other sessions might hold open makes it an orphan
 // (orphan.go); any other node goes with its data.
 func (c *Client) dropLink(tx store.Tx, parent Ino, name []byte, n *Attr, r *removal) error {
 	sec, nsec := stamp()

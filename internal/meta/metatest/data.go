@@ -372,4 +372,11 @@ func testOpenElsewhere(t *testing.T, ns newStoreFunc) {
 	}
 	collectOrphans(t, live)
 	wantDeleted("held by an expired session", k.Ino)
+
+	// Alone again (the others' sessions expired too, by live's clock), a
+	// client deletes a file with its last name at once.
+	m := mkfile(t, live, meta.RootIno, "m")
+	write(t, live, m.Ino, 0, newSlice(t, live, 0, 10))
+	wantErr(t, "unlink alone", live.Unlink(root, meta.RootIno, []byte("m")), 0)
+	wantDeleted("removed by the only session", m.Ino)
 }
