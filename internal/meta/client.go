@@ -271,8 +271,8 @@ func (c *Client) Format() *Format { return c.format }
 func (c *Client) Store() store.Store { return c.st }
 
 // Close flushes usage counters, ends the session and stops background work.
-// Files this session kept open after unlink are deleted and its locks
-// released.
+// Files this session kept open after unlink are deleted (unless another
+// session may hold them) and its locks released.
 func (c *Client) Close(ctx context.Context) error {
 	c.cancel()
 	<-c.done

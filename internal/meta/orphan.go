@@ -70,12 +70,12 @@ type sessionsSeen struct {
 	others bool
 }
 
-// othersLive reports whether sessions other than this client's are
+// othersMayHold reports whether sessions other than this client's are
 // registered (expired ones included, until they are cleaned up). It reads
 // the nextSession counter, which Redis serves from its client-side cache,
 // and reads the session list only when the counter moved since the client
 // last looked; r caches the answer for the transaction.
-func (c *Client) othersLive(tx store.Tx, r *removal) (bool, error) {
+func (c *Client) othersMayHold(tx store.Tx, r *removal) (bool, error) {
 	if r.others != 0 {
 		return r.others > 0, nil
 	}
@@ -118,7 +118,7 @@ func (c *Client) readSessions(tx store.Tx, next int64) (*sessionsSeen, error) {
 // refreshSessions updates what the client saw of the session list when
 // it saw other sessions, so that once they have ended, the last name of
 // a file goes with its file at once again. (A new session moves the
-// counter, which othersLive checks: seeing none needs no refresh.)
+// counter, which othersMayHold checks: seeing none needs no refresh.)
 func (c *Client) refreshSessions(ctx context.Context) error {
 	c.mu.Lock()
 	seen := c.mu.sessions

@@ -17,7 +17,7 @@ type removal struct {
 	// sustain lists inodes whose last name went while this client holds
 	// them open: they stay until closed.
 	sustain []Ino
-	// others caches othersLive for the transaction: 0 not asked yet, 1
+	// others caches othersMayHold for the transaction: 0 not asked yet, 1
 	// other sessions exist, -1 none.
 	others int8
 	// sessions is what the transaction read of the session list, if it
@@ -47,9 +47,10 @@ func (c *Client) isOpen(ino Ino) bool {
 // dropLink removes one link of n, whose entry name in parent the caller
 // removed. At the last link of a non-directory on a volume with a trash
 // (and outside the trash) the node moves to the trash instead. Otherwise
-// the last link of a file this client holds open sustains it until closed,
-// and of one other sessions might hold open makes it an orphan
-// (orphan.go); any other node goes with its data.
+// the last link of a file this client holds open sustains it until
+// closed, and the last link of a file while other sessions exist (which
+// might hold it open) makes it an orphan (orphan.go); any other node goes
+// with its data.
 func (c *Client) dropLink(tx store.Tx, parent Ino, name []byte, n *Attr, r *removal) error {
 	sec, nsec := stamp()
 	touchCtime(n, sec, nsec)
@@ -67,7 +68,7 @@ func (c *Client) dropLink(tx store.Tx, parent Ino, name []byte, n *Attr, r *remo
 	}
 	if n.Type == store.TypeFile {
 		open := c.isOpen(n.Ino)
-		others, err := c.othersLive(tx, r)
+		others, err := c.othersMayHold(tx, r)
 		if err != nil {
 			return err
 		}
