@@ -19,13 +19,22 @@ const (
 // FIFO (which the kernel opens without asking the file system), and a
 // write to a setuid file by someone else (which clears setuid and setgid).
 // The mount caches names and attributes for an hour, so every step after
-// the first finds what it needs in the kernel's caches.
+// the first finds what it needs in the kernel's caches. It runs on a
+// volume without ACLs and on one with them (where the kernel checks ACLs
+// too).
 func TestPOSIXOtherUser(t *testing.T) {
-	v := newVolume(t)
-	v.mount(t, "--attr-cache", "3600", "--entry-cache", "3600", "--dir-entry-cache", "3600")
-	t.Run("search permission", func(t *testing.T) { testSearchPermission(t, v.mnt) })
-	t.Run("FIFO mode", func(t *testing.T) { testFIFOMode(t, v.mnt) })
-	t.Run("write kills setuid", func(t *testing.T) { testWriteKillsSetID(t, v.mnt) })
+	for _, tc := range []struct {
+		name   string
+		format []string
+	}{{"plain", nil}, {"acl", []string{"--enable-acl"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newVolume(t, tc.format...)
+			v.mount(t, "--attr-cache", "3600", "--entry-cache", "3600", "--dir-entry-cache", "3600")
+			t.Run("search permission", func(t *testing.T) { testSearchPermission(t, v.mnt) })
+			t.Run("FIFO mode", func(t *testing.T) { testFIFOMode(t, v.mnt) })
+			t.Run("write kills setuid", func(t *testing.T) { testWriteKillsSetID(t, v.mnt) })
+		})
+	}
 }
 
 // stat returns the attributes of path, failing t on error.
