@@ -208,16 +208,22 @@ for w, s in c.execute("SELECT worker, seq FROM t"): print(w, s)`, db(mnts[len(mn
 }
 
 // TestOpenFileOutlivesItsName checks that a file open in one mount stays
-// usable through its descriptor after another mount removes its name
-// (into the trash, the default) and the kernel's attribute cache has
-// expired: fstat, read and write work. (With the trash off, the other
-// mount deletes the file at once: docs/consistency.md says so.)
+// usable through its descriptor after another mount removes its name and
+// the kernel's attribute cache has expired: fstat, read and write work.
+// With the trash (the default) the file moves there; without it, it lives
+// until the mount holding it closes it, and then its inode and blocks go.
 func TestOpenFileOutlivesItsName(t *testing.T) {
-	for _, trash := range []string{"1"} {
+	for _, trash := range []string{"0", "1"} {
 		t.Run("trash="+trash, func(t *testing.T) {
 			v := newVolumeOn(t, "sqlite3", "--trash-days", trash)
 			mnts := v.mounts(t, 2)
-			write(t, filepath.Join(mnts[0], "f"), []byte("data"))
+			usedInodes := func() uint64 {
+				st := statfs(t, mnts[0])
+				return st.Files - st.Ffree
+			}
+			inodesBefore := usedInodes()
+			data := randomData(3<<20, 7)
+			write(t, filepath.Join(mnts[0], "f"), data)
 			f, err := os.OpenFile(filepath.Join(mnts[0], "f"), os.O_RDWR, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -233,12 +239,38 @@ func TestOpenFileOutlivesItsName(t *testing.T) {
 			if _, err := f.WriteAt([]byte("DA"), 0); err != nil {
 				t.Errorf("write: %v", err)
 			}
-			buf := make([]byte, 10)
-			if n, err := f.ReadAt(buf, 0); string(buf[:n]) != "DAta" {
-				t.Errorf("read %q, %v", buf[:n], err)
+			if _, err := f.WriteAt([]byte("more"), int64(len(data))); err != nil {
+				t.Errorf("write at the end: %v", err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Errorf("fsync: %v", err)
+			}
+			want := append(append([]byte("DA"), data[2:]...), "more"...)
+			got := make([]byte, len(want)+10)
+			if n, err := f.ReadAt(got, 0); n != len(want) || !bytes.Equal(got[:n], want) {
+				t.Errorf("read back %d bytes (%v), want the %d bytes written", n, err, len(want))
 			}
 			if _, err := os.Stat(filepath.Join(mnts[0], "f")); !os.IsNotExist(err) {
 				t.Errorf("stat of the removed name: %v, want it missing", err)
+			}
+			if n := usedInodes(); n != inodesBefore+1 {
+				t.Errorf("%d inodes used while the file is open, want %d", n, inodesBefore+1)
+			}
+			if err := f.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			if trash != "0" {
+				return
+			}
+			// Closed by its last holder, the file goes: its inode at
+			// once, its blocks with the background deletion.
+			deadline := time.Now().Add(30 * time.Second)
+			for usedInodes() != inodesBefore || len(v.blockKeys(t)) != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("after the last close: %d inodes used (%d before the file), blocks %v",
+						usedInodes(), inodesBefore, v.blockKeys(t))
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
 		})
 	}

@@ -23,6 +23,9 @@ import (
 var sluiceBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(syscallHelperEnv) != "" {
+		os.Exit(runSyscallHelper(os.Args[1:]))
+	}
 	dir, err := os.MkdirTemp("", "sluice-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

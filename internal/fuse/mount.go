@@ -65,6 +65,13 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 	if opts.ACL {
 		mo.ExtraCapabilities |= gofuse.CAP_DONT_MASK
 	}
+	// The kernel checks permissions itself against the attributes it
+	// caches (refreshing them before it denies): otherwise it would not
+	// check search permission on path components it finds in its dentry
+	// cache, nor the mode of a FIFO, which it opens without asking.
+	// Sluice still checks every request it receives. (A mount with ACLs
+	// has this on anyway: FUSE_POSIX_ACL implies it.)
+	mo.Options = append(mo.Options, "default_permissions")
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}

@@ -309,7 +309,7 @@ func (c *checker) loadKept(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, s := range ss {
+		for _, s := range append(ss, store.Session{Sid: orphanSid}) {
 			inos, err := tx.Sustained(s.Sid)
 			if err != nil {
 				return err

@@ -136,7 +136,16 @@ type Client struct {
 		// posix lists the inodes on which this session ever asked for a
 		// POSIX lock: only there can ReleaseLocks find records to drop.
 		posix map[Ino]bool
+		// sessions is what the client last saw of the session list
+		// (orphan.go); nil before it looked.
+		sessions *sessionsSeen
 	}
+
+	// orphanMu serializes CollectOrphans, and guards the round this
+	// session last answered and the one it started (orphan.go).
+	orphanMu      sync.Mutex
+	orphanAcked   int64
+	orphanPending *orphanRound
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -275,8 +284,8 @@ func (c *Client) Format() *Format { return c.format }
 func (c *Client) Store() store.Store { return c.st }
 
 // Close flushes usage counters, ends the session and stops background work.
-// Files this session kept open after unlink are deleted and its locks
-// released.
+// Files this session kept open after unlink are deleted (unless another
+// session may hold them) and its locks released.
 func (c *Client) Close(ctx context.Context) error {
 	c.cancel()
 	<-c.done
@@ -302,14 +311,29 @@ func (c *Client) registerSession(ctx context.Context) error {
 	if info.Started == 0 {
 		info.Started = c.conf.Now().Unix()
 	}
-	b, _ := json.Marshal(info)
 	return c.st.Update(ctx, func(tx store.Tx) error {
 		n, err := tx.Counter(counterNextSession)
 		if err != nil {
 			return err
 		}
+		// A new session holds none of the files that lost their last
+		// name before it: it has answered every orphan round so far.
+		round, err := tx.Counter(counterOrphanRound)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(sessionRecord{SessionInfo: info, OrphanAck: round})
+		if err != nil {
+			return err
+		}
 		tx.SetCounter(counterNextSession, n+1)
 		c.sid = uint64(n)
+		c.orphanAcked = round
+		seen, err := c.readSessions(tx, n+1)
+		if err != nil {
+			return err
+		}
+		c.mu.sessions = seen
 		tx.SetSession(store.Session{Sid: c.sid, Heartbeat: c.conf.Now().Unix(), Info: b})
 		return nil
 	})
@@ -432,6 +456,9 @@ func (c *Client) background(ctx context.Context) {
 			if err := c.CleanStaleSessions(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("clean stale sessions", "err", err)
 			}
+		}
+		if err := c.CollectOrphans(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("collect orphaned files", "err", err)
 		}
 		if err := c.processDeletions(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("delete data", "err", err)

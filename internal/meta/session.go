@@ -9,8 +9,9 @@ import (
 
 // CleanStaleSessions cleans up after sessions whose heartbeat is older than
 // the session timeout: mounts that died without unmounting. Their locks
-// are released and the files they kept open after unlink are deleted;
-// then the session record goes. Every live client runs it periodically;
+// are released and the files they kept open after unlink are deleted
+// (unless another session may still hold them: see orphan.go); then the
+// session record goes. Every live client runs it periodically;
 // running it twice at once is harmless.
 func (c *Client) CleanStaleSessions(ctx context.Context) error {
 	if c.conf.ReadOnly {
@@ -70,8 +71,17 @@ func (c *Client) cleanSession(ctx context.Context, sid uint64) error {
 		if err != nil {
 			return err
 		}
+		var kept map[Ino]bool
+		if len(sustained) > 0 {
+			if kept, err = keptByOthers(tx, sid); err != nil {
+				return err
+			}
+		}
 		for _, ino := range sustained {
 			tx.SetSustained(sid, ino, false)
+			if kept[ino] {
+				continue // an orphan round or another session deletes it
+			}
 			n, err := tx.Node(ino)
 			if errors.Is(err, store.ErrNotFound) {
 				continue // already gone

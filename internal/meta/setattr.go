@@ -80,6 +80,13 @@ func (c *Client) SetAttr(ctx context.Context, ino Ino, mask uint32, in *Attr) (*
 	return out, nil
 }
 
+// killsSetID reports whether mode is old with only setuid and setgid
+// bits cleared, at least one of them.
+func killsSetID(old, mode uint16) bool {
+	const setID = modeSetuid | modeSetgid
+	return mode != old && mode|old&setID == old
+}
+
 // applyAttr checks and applies the ownership, mode and time changes.
 func (c *Client) applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Attr) error {
 	owner := cred.IsRoot() || cred.Uid == n.Uid
@@ -116,10 +123,20 @@ func (c *Client) applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Att
 		changed = true
 	}
 	if mask&SetMode != 0 {
-		if !owner {
-			return syscall.EPERM
-		}
 		mode := in.Mode & 0o7777
+		if !owner {
+			if !killsSetID(n.Mode, mode) {
+				return syscall.EPERM
+			}
+			// A write by someone else clears setuid and setgid as a
+			// side effect; the FUSE kernel asks for it with a mode
+			// change from the writer, who need only be able to write.
+			if mask&SetViaHandle == 0 {
+				if err := checkAccess(tx, cred, n, MayWrite); err != nil {
+					return syscall.EPERM
+				}
+			}
+		}
 		if !cred.IsRoot() && mode&modeSetgid != 0 && !cred.InGroup(n.Gid) {
 			mode &^= modeSetgid
 		}

@@ -16,9 +16,16 @@ type removal struct {
 	// sustain lists inodes whose last name went while this client holds
 	// them open: they stay until closed.
 	sustain []Ino
+	// others caches othersMayHold for the transaction: 0 not asked yet, 1
+	// other sessions exist, -1 none.
+	others int8
+	// sessions is what the transaction read of the session list, if it
+	// did.
+	sessions *sessionsSeen
 }
 
 func (c *Client) applyRemoval(r *removal) {
+	c.setSessionsSeen(r.sessions)
 	c.usedInodes.Add(-r.inodes)
 	c.usedSpace.Add(-r.space)
 	if len(r.sustain) > 0 {
@@ -38,9 +45,11 @@ func (c *Client) isOpen(ino Ino) bool {
 
 // dropLink removes one link of n, whose entry name in parent the caller
 // removed. At the last link of a non-directory on a volume with a trash
-// (and outside the trash) the node moves to the trash instead; otherwise
-// the last link of a node nobody here holds open deletes the node and its
-// data.
+// (and outside the trash) the node moves to the trash instead. Otherwise
+// the last link of a file this client holds open sustains it until
+// closed, and the last link of a file while other sessions exist (which
+// might hold it open) makes it an orphan (orphan.go); any other node goes
+// with its data.
 func (c *Client) dropLink(tx store.Tx, parent Ino, name []byte, n *Attr, r *removal) error {
 	sec, nsec := c.stamp()
 	touchCtime(n, sec, nsec)
@@ -56,11 +65,23 @@ func (c *Client) dropLink(tx store.Tx, parent Ino, name []byte, n *Attr, r *remo
 		tx.SetNode(n)
 		return nil
 	}
-	if n.Type == store.TypeFile && c.isOpen(n.Ino) {
-		tx.SetNode(n)
-		tx.SetSustained(c.sid, n.Ino, true)
-		r.sustain = append(r.sustain, n.Ino)
-		return nil
+	if n.Type == store.TypeFile {
+		open := c.isOpen(n.Ino)
+		others, err := c.othersMayHold(tx, r)
+		if err != nil {
+			return err
+		}
+		if open || others {
+			tx.SetNode(n)
+			if open {
+				tx.SetSustained(c.sid, n.Ino, true)
+				r.sustain = append(r.sustain, n.Ino)
+			}
+			if others {
+				tx.SetSustained(orphanSid, n.Ino, true)
+			}
+			return nil
+		}
 	}
 	return c.destroy(tx, n, r)
 }
@@ -187,7 +208,7 @@ func checkEmpty(tx store.Tx, dir Ino) error {
 }
 
 // deleteSustained deletes a file that was unlinked while open, now that
-// its last handle is closed.
+// its last handle is closed, unless another session may still hold it.
 func (c *Client) deleteSustained(ctx context.Context, ino Ino) error {
 	var r removal
 	err := c.st.Update(ctx, func(tx store.Tx) error {
@@ -202,6 +223,10 @@ func (c *Client) deleteSustained(ctx context.Context, ino Ino) error {
 		}
 		if n.Nlink > 0 {
 			return nil // linked again meanwhile
+		}
+		kept, err := keptByOthers(tx, c.sid)
+		if err != nil || kept[ino] {
+			return err // an orphan round or another session's last close deletes it
 		}
 		return c.destroy(tx, n, &r)
 	})

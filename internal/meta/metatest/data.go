@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -181,6 +182,7 @@ func testUnlinkOpen(t *testing.T, ns newStoreFunc) {
 	if err := c2.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	collectOrphans(t, c) // k might have been open in c too
 	_, err = c.GetAttr(root, k.Ino)
 	wantErr(t, "getattr after the holding client closed", err, syscall.ENOENT)
 }
@@ -275,4 +277,106 @@ func testDeletionQueue(t *testing.T, ns newStoreFunc) {
 		t.Fatalf("keep: %+v", got)
 	}
 	wantChunk(t, c, keep.Ino, 0, kept)
+}
+
+// testOpenElsewhere checks, on a volume without a trash, that a file
+// whose last name one client removes lives while another client holds it
+// open, and goes when the last holder closes it or its session expires.
+func testOpenElsewhere(t *testing.T, ns newStoreFunc) {
+	st := openStore(t, ns)
+	format(t, st, testFormat())
+	a := newClient(t, st, meta.Config{})
+	b := newClient(t, st, meta.Config{})
+	open := func(c *meta.Client, ino meta.Ino) {
+		t.Helper()
+		if _, err := c.Open(root, ino, syscall.O_RDWR); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantExists := func(what string, ino meta.Ino) {
+		t.Helper()
+		for _, c := range []*meta.Client{a, b} {
+			if n := getattr(t, c, ino); n.Nlink != 0 {
+				t.Fatalf("%s: nlink %d, want 0", what, n.Nlink)
+			}
+		}
+	}
+	wantDeleted := func(what string, ino meta.Ino) {
+		t.Helper()
+		_, err := a.GetAttr(root, ino)
+		wantErr(t, what, err, syscall.ENOENT)
+		files, err := meta.PendingFiles(root, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(files, func(f store.DelFile) bool { return f.Ino == ino }) {
+			t.Fatalf("%s: data of %d not queued for deletion: %+v", what, ino, files)
+		}
+	}
+
+	// Open in a, removed by b: a keeps reading and writing it.
+	f := mkfile(t, a, meta.RootIno, "f")
+	s1 := newSlice(t, a, 0, 10)
+	write(t, a, f.Ino, 0, s1)
+	open(a, f.Ino)
+	wantErr(t, "unlink in b", b.Unlink(root, meta.RootIno, []byte("f")), 0)
+	wantGone(t, b, meta.RootIno, "f")
+	wantExists("right after the unlink", f.Ino)
+	collectOrphans(t, a, b)
+	wantExists("after the orphan rounds", f.Ino)
+	s2 := newSlice(t, a, 10, 10)
+	if n := write(t, a, f.Ino, 0, s2); n != 20 {
+		t.Fatalf("write after the unlink: length %d", n)
+	}
+	wantChunk(t, a, f.Ino, 0, s1, s2)
+	wantErr(t, "release in a", a.Release(root, f.Ino), 0)
+	wantDeleted("after the holder closed it", f.Ino)
+
+	// Open in both, removed and closed by b: it waits for a.
+	g := mkfile(t, a, meta.RootIno, "g")
+	write(t, a, g.Ino, 0, newSlice(t, a, 0, 10))
+	open(a, g.Ino)
+	open(b, g.Ino)
+	wantErr(t, "unlink in b", b.Unlink(root, meta.RootIno, []byte("g")), 0)
+	wantErr(t, "release in b", b.Release(root, g.Ino), 0)
+	wantExists("closed by the remover only", g.Ino)
+	collectOrphans(t, b, a)
+	wantExists("closed by the remover only, after the orphan rounds", g.Ino)
+	wantErr(t, "release in a", a.Release(root, g.Ino), 0)
+	wantDeleted("after the last holder closed it", g.Ino)
+
+	// Open nowhere: it goes with the orphan rounds.
+	h := mkfile(t, a, meta.RootIno, "h")
+	write(t, a, h.Ino, 0, newSlice(t, a, 0, 10))
+	wantErr(t, "unlink in b", b.Unlink(root, meta.RootIno, []byte("h")), 0)
+	collectOrphans(t, a, b)
+	wantDeleted("open nowhere", h.Ino)
+
+	// Open in a client that dies: it goes once the session expired.
+	dead, err := meta.NewClient(root, st, meta.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dead.Close(root) }) // its session is gone by then
+	k := mkfile(t, a, meta.RootIno, "k")
+	write(t, a, k.Ino, 0, newSlice(t, a, 0, 10))
+	open(dead, k.Ino)
+	wantErr(t, "unlink in b", b.Unlink(root, meta.RootIno, []byte("k")), 0)
+	collectOrphans(t, a, b, dead)
+	wantExists("held by a live session", k.Ino)
+	// Stop dead's session without ending it, as a crash would.
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	live := newClient(t, st, meta.Config{SessionTimeout: time.Minute, Now: later})
+	if err := live.CleanStaleSessions(root); err != nil {
+		t.Fatal(err)
+	}
+	collectOrphans(t, live)
+	wantDeleted("held by an expired session", k.Ino)
+
+	// Alone again (the others' sessions expired too, by live's clock), a
+	// client deletes a file with its last name at once.
+	m := mkfile(t, live, meta.RootIno, "m")
+	write(t, live, m.Ino, 0, newSlice(t, live, 0, 10))
+	wantErr(t, "unlink alone", live.Unlink(root, meta.RootIno, []byte("m")), 0)
+	wantDeleted("removed by the only session", m.Ino)
 }

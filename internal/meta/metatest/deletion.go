@@ -233,6 +233,7 @@ func testTruncateManyChunks(t *testing.T, ns newStoreFunc) {
 	// Deleting the first file drops its remaining chunks in batches.
 	k, kids := sparseFile(t, c, "k", n)
 	wantErr(t, "unlink k", c.Unlink(root, meta.RootIno, []byte("k")), 0)
+	collectOrphans(t, c, bg) // k might have been open in bg
 	flushDeletions(t, c)
 	for _, id := range kids {
 		if !rec.has(id) {

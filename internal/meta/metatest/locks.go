@@ -128,6 +128,7 @@ func testStaleSession(t *testing.T, ns newStoreFunc) {
 	}
 	wantErr(t, "flock after cleanup", lockErr(live.Flock(root, f.Ino, 1, meta.LockWrite, false)), 0)
 	wantErr(t, "posix lock after cleanup", lockErr(live.SetLk(root, f.Ino, 1, meta.PosixLock{Start: 0, End: 10, Type: meta.LockWrite}, false)), 0)
+	collectOrphans(t, live) // g might have been open in live too
 	_, err := live.GetAttr(root, g.Ino)
 	wantErr(t, "unlinked open file of the dead session", err, syscall.ENOENT)
 	sessions, err := meta.Sessions(root, st)

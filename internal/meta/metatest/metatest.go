@@ -68,6 +68,7 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"Xattr", testXattr},
 		{"ReadDirPaging", testReadDirPaging},
 		{"UnlinkOpen", testUnlinkOpen},
+		{"OpenElsewhere", testOpenElsewhere},
 		{"DeletionQueue", testDeletionQueue},
 		{"StatFS", testStatFS},
 		{"InodeLimit", testInodeLimit},
@@ -140,6 +141,20 @@ func newClient(t *testing.T, st store.Store, conf meta.Config) *meta.Client {
 		}
 	})
 	return c
+}
+
+// collectOrphans runs the orphan rounds of clients, all the live clients
+// of one volume, until files that lost their last name while others were
+// live and that none of them holds open are deleted: two passes suffice.
+func collectOrphans(t *testing.T, clients ...*meta.Client) {
+	t.Helper()
+	for range 2 {
+		for _, c := range clients {
+			if err := c.CollectOrphans(context.Background()); err != nil {
+				t.Fatalf("collect orphans: %v", err)
+			}
+		}
+	}
 }
 
 // setup formats a fresh store and opens a client with conf.

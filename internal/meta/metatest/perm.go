@@ -2,6 +2,7 @@ package metatest
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"testing"
 
@@ -150,6 +151,7 @@ func testOwnership(t *testing.T, ns newStoreFunc) {
 
 	_, err := c.SetAttr(user1, rootFile.Ino, meta.SetMode, &meta.Attr{Mode: 0o777})
 	wantErr(t, "chmod by non-owner", err, syscall.EPERM)
+	testKillSetID(t, c)
 	a, err := c.SetAttr(user1, f.Ino, meta.SetMode, &meta.Attr{Mode: 0o600})
 	if err != nil || a.Mode != 0o600 {
 		t.Fatalf("chmod by owner: %+v, %v", a, err)
@@ -191,6 +193,41 @@ func testOwnership(t *testing.T, ns newStoreFunc) {
 		t.Fatal(err)
 	}
 	wantErr(t, "unlink after clearing immutable", c.Unlink(root, meta.RootIno, []byte("f")), 0)
+}
+
+// testKillSetID checks the mode change a write by a non-owner makes
+// (the FUSE kernel sends it before the write): clearing setuid and
+// setgid, and nothing else, is allowed to whoever may write the file.
+func testKillSetID(t *testing.T, c *meta.Client) {
+	t.Helper()
+	cases := []struct {
+		name      string
+		mode, set uint16
+		want      syscall.Errno
+	}{
+		{"clear setuid", 0o4777, 0o777, 0},
+		{"clear setgid", 0o2777, 0o777, 0},
+		{"clear both", 0o6777, 0o777, 0},
+		{"clear setuid and a permission bit", 0o4777, 0o775, syscall.EPERM},
+		{"set setuid", 0o777, 0o4777, syscall.EPERM},
+		{"no change", 0o4777, 0o4777, syscall.EPERM},
+		{"clear setuid without write access", 0o4755, 0o755, syscall.EPERM},
+	}
+	for i, tc := range cases {
+		f := mk(t, root, c, meta.RootIno, fmt.Sprintf("setid%d", i), store.TypeFile, 0o644)
+		if _, err := c.SetAttr(root, f.Ino, meta.SetMode, &meta.Attr{Mode: tc.mode}); err != nil {
+			t.Fatal(err)
+		}
+		a, err := c.SetAttr(user1, f.Ino, meta.SetMode, &meta.Attr{Mode: tc.set})
+		wantErr(t, tc.name, err, tc.want)
+		want := tc.set
+		if tc.want != 0 {
+			want = tc.mode
+		}
+		if got := getattr(t, c, f.Ino).Mode; got != want {
+			t.Fatalf("%s: mode %o, want %o (returned %+v)", tc.name, got, want, a)
+		}
+	}
 }
 
 func testUtimens(t *testing.T, ns newStoreFunc) {

@@ -339,6 +339,7 @@ func testTrashLease(t *testing.T, ns newStoreFunc) {
 	clk.add(26 * time.Hour)
 	expire(c2, true)
 	expire(c1, false)
+	collectOrphans(t, c1, c2) // f might have been open in c1
 	_, err := c1.GetAttr(root, f.Ino)
 	wantErr(t, "getattr of an expired file", err, syscall.ENOENT)
 	if got := names(t, c1, meta.TrashIno); len(got) != 0 {
@@ -354,6 +355,7 @@ func testTrashLease(t *testing.T, ns newStoreFunc) {
 	expire(c1, false)
 	g := mkfile(t, c1, meta.RootIno, "g")
 	wantErr(t, "unlink g without trash", c1.Unlink(root, meta.RootIno, []byte("g")), 0)
+	collectOrphans(t, c1, c2)
 	_, err = c1.GetAttr(root, g.Ino)
 	wantErr(t, "getattr of a file deleted without trash", err, syscall.ENOENT)
 	if got := names(t, c1, meta.TrashIno); len(got) != 0 {
