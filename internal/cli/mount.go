@@ -279,6 +279,10 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	return err
 }
 
+// dirAttrReuse is meta.Config.DirAttrReuse of a mount whose attribute
+// cache is at least that long.
+const dirAttrReuse = 100 * time.Millisecond
+
 // volumeOptions maps the mount's flags onto the options of volume.Open,
 // for a mount at mp that logs to log.
 func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options {
@@ -304,11 +308,16 @@ func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options
 		Prefetch:         o.prefetch,
 	}
 	opts.Meta = meta.Config{
-		ReadOnly:    o.readOnly,
-		Heartbeat:   o.heartbeat,
-		OpTimeout:   opTimeout(o.metaTimeout),
-		AtimeMode:   o.atimeMode,
-		SessionInfo: meta.SessionInfo{MountPoint: mp, Version: Version},
+		ReadOnly:  o.readOnly,
+		Heartbeat: o.heartbeat,
+		OpTimeout: opTimeout(o.metaTimeout),
+		// The kernel asks again for the attributes of a directory whose
+		// entries it just changed (to check permissions on the next
+		// change): answer those from this mount's own change for a
+		// moment, never longer than the kernel itself may cache them.
+		DirAttrReuse: min(o.attrCache, dirAttrReuse),
+		AtimeMode:    o.atimeMode,
+		SessionInfo:  meta.SessionInfo{MountPoint: mp, Version: Version},
 	}
 	opts.VFS = vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache,
 		DirEntryTimeout: o.dirEntryCache, NegEntryTimeout: o.negEntryCache}

@@ -49,6 +49,8 @@ func needsAtime(mode string, n *Attr, now time.Time) bool {
 // directory) according to the mount's atime mode. a is the attributes the
 // caller holds, to skip the transaction when the mode says no.
 func (c *Client) TouchAtime(ctx context.Context, ino Ino, a *Attr) error {
+	c.recent.forget(ino) // see recentDirs: before, and after the change commits
+	defer c.recent.forget(ino)
 	if c.conf.ReadOnly || c.conf.AtimeMode == AtimeNone || c.conf.AtimeMode == "" {
 		return nil
 	}

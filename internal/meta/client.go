@@ -77,6 +77,11 @@ type Config struct {
 	OpTimeout time.Duration
 	// SessionInfo describes the mount for `sluice status`.
 	SessionInfo SessionInfo
+	// DirAttrReuse is how long GetAttr of a directory whose entries this
+	// client changed answers from the attributes the change committed,
+	// without a round trip (see recentDirs); keep it at most the kernel's
+	// attribute cache time. 0, the default, always reads the engine.
+	DirAttrReuse time.Duration
 	// DirMtimeSkip lets a change of a directory's entries leave its times
 	// alone when they were set less than this long ago (and its link
 	// count does not change), so concurrent creates in one directory do
@@ -120,6 +125,9 @@ type Client struct {
 
 	// batch sizes the batched transactions within the engine's limits.
 	batch batches
+
+	// recent remembers the directories this client's changes committed.
+	recent recentDirs
 
 	// trashDays is the volume's TrashDays, reloaded about once a minute
 	// so that a re-format changes it under live mounts.
@@ -258,7 +266,8 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	}
 	batch := batchesFor(limits)
 	st = Bound(st, conf.OpTimeout)
-	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, batch: batch, done: make(chan struct{})}
+	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, batch: batch, done: make(chan struct{}),
+		recent: recentDirs{ttl: conf.DirAttrReuse, now: conf.Now}}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

@@ -53,7 +53,8 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 		return nil, err
 	}
 	cred := CredOf(ctx)
-	var out *Attr
+	var out, outDir *Attr
+	gen := c.recent.begin()
 	err = c.st.Update(ctx, func(tx store.Tx) error {
 		dir, existing, err := nodeEdge(tx, parent, name)
 		if err != nil {
@@ -97,12 +98,13 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 		c.touchDir(tx, dir, sec, nsec, nn.Type == store.TypeDir)
 		tx.SetNode(n)
 		tx.SetEdge(parent, store.Edge{Name: bytes.Clone(name), Ino: ino, Type: nn.Type})
-		out = n
+		out, outDir = n, dir
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	c.recent.record(gen, outDir)
 	c.usedInodes.Add(1)
 	c.usedSpace.Add(align4K(0))
 	return out, nil
@@ -123,7 +125,8 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 		return nil, err
 	}
 	cred := CredOf(ctx)
-	var out *Attr
+	var out, outDir *Attr
+	gen := c.recent.begin()
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		n, err := node(tx, ino)
 		if err != nil {
@@ -163,9 +166,12 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 		tx.SetNode(n)
 		c.touchDir(tx, dir, sec, nsec, false)
 		tx.SetEdge(newParent, store.Edge{Name: bytes.Clone(name), Ino: ino, Type: n.Type})
-		out = n
+		out, outDir = n, dir
 		return nil
 	})
+	if err == nil {
+		c.recent.record(gen, outDir)
+	}
 	return out, err
 }
 

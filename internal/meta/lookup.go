@@ -115,6 +115,9 @@ func (c *Client) Lookup(ctx context.Context, parent Ino, name []byte) (*Attr, er
 
 // GetAttr returns the attributes of ino.
 func (c *Client) GetAttr(ctx context.Context, ino Ino) (*Attr, error) {
+	if a, ok := c.recent.get(ino); ok {
+		return a, nil
+	}
 	var out *Attr
 	err := c.st.View(ctx, func(tx store.Tx) error {
 		var err error

@@ -46,6 +46,7 @@ func (c *Client) Rename(ctx context.Context, srcParent Ino, srcName []byte, dstP
 	}
 	cred := CredOf(ctx)
 	var r removal
+	gen := c.recent.begin()
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		r = removal{}
 		return c.renameTx(tx, cred, srcParent, srcName, dstParent, dstName, flags, &r)
@@ -53,6 +54,7 @@ func (c *Client) Rename(ctx context.Context, srcParent Ino, srcName []byte, dstP
 	if err != nil {
 		return err
 	}
+	c.noteDirs(gen, &r)
 	c.applyRemoval(&r)
 	return nil
 }
@@ -136,6 +138,11 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 		}
 	}
 	sec, nsec := c.stamp()
+	r.dirs = append(r.dirs, sdir, ddir)
+	r.gone = append(r.gone, src.Ino)
+	if dst != nil {
+		r.gone = append(r.gone, dst.Ino)
+	}
 	if flags&RenameExchange != 0 {
 		return exchange(tx, sdir, ddir, sn, dn, src, dst, sec, nsec)
 	}

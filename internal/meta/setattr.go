@@ -26,6 +26,8 @@ const (
 
 // SetAttr changes the attributes of ino selected by mask to those in in.
 func (c *Client) SetAttr(ctx context.Context, ino Ino, mask uint32, in *Attr) (*Attr, error) {
+	c.recent.forget(ino) // see recentDirs: before, and after the change commits
+	defer c.recent.forget(ino)
 	if err := c.writable(); err != nil {
 		return nil, err
 	}

@@ -158,6 +158,8 @@ func (c *Client) moveToTrash(tx store.Tx, parent Ino, name []byte, n *Attr) erro
 // TrashDays and the files in them, now. Mounts run it about once an hour
 // through a lease, so that one client of the volume does it at a time.
 func (c *Client) CleanTrash(ctx context.Context) error {
+	c.recent.forget() // see recentDirs: before, and after the change commits
+	defer c.recent.forget()
 	if err := c.writable(); err != nil {
 		return err
 	}
@@ -277,6 +279,8 @@ func (c *Client) cleanTrashLease(ctx context.Context) (bool, error) {
 // volume's lease for it (see cleanTrashLease), and reports whether it ran.
 // Every mount calls it about once a minute.
 func (c *Client) ExpireTrash(ctx context.Context) (bool, error) {
+	c.recent.forget() // see recentDirs: before, and after the change commits
+	defer c.recent.forget()
 	if c.conf.ReadOnly {
 		return false, nil
 	}

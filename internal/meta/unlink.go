@@ -22,6 +22,26 @@ type removal struct {
 	// sessions is what the transaction read of the session list, if it
 	// did.
 	sessions *sessionsSeen
+	// dirs are the directories whose entries the transaction changed, as
+	// it stored them; gone the directories it removed or moved, and
+	// trashed whether it moved a file to the trash (see recentDirs).
+	dirs    []*Attr
+	gone    []Ino
+	trashed bool
+}
+
+// noteDirs tells recentDirs what a committed removal or rename, begun at
+// generation gen, did to directories.
+func (c *Client) noteDirs(gen uint64, r *removal) {
+	c.recent.record(gen, r.dirs...)
+	if r.trashed {
+		// The trash, and the root when the trash was created, changed
+		// outside the recorded directories.
+		r.gone = append(r.gone, RootIno, TrashIno)
+	}
+	if len(r.gone) > 0 {
+		c.recent.forget(r.gone...)
+	}
 }
 
 func (c *Client) applyRemoval(r *removal) {
@@ -54,6 +74,7 @@ func (c *Client) dropLink(tx store.Tx, parent Ino, name []byte, n *Attr, r *remo
 	sec, nsec := c.stamp()
 	touchCtime(n, sec, nsec)
 	if n.Type != store.TypeDir && n.Nlink == 1 && c.trashEnabled() && !IsTrash(parent) {
+		r.trashed = true
 		return c.moveToTrash(tx, parent, name, n)
 	}
 	if n.Type == store.TypeDir {
@@ -147,6 +168,7 @@ func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool
 	}
 	cred := CredOf(ctx)
 	var r removal
+	gen := c.recent.begin()
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		r = removal{}
 		dir, e, n, err := lookupEntry(tx, parent, name)
@@ -187,11 +209,16 @@ func (c *Client) remove(ctx context.Context, parent Ino, name []byte, isDir bool
 		}
 		c.touchDir(tx, dir, sec, nsec, isDir)
 		tx.DeleteEdge(parent, name)
+		r.dirs = append(r.dirs, dir)
+		if isDir {
+			r.gone = append(r.gone, n.Ino)
+		}
 		return c.dropLink(tx, parent, name, n, &r)
 	})
 	if err != nil {
 		return err
 	}
+	c.noteDirs(gen, &r)
 	c.applyRemoval(&r)
 	return nil
 }

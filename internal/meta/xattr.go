@@ -118,6 +118,8 @@ func (c *Client) ListXattr(ctx context.Context, ino Ino) ([]string, error) {
 // SetXattr sets extended attribute name of ino; flags may ask that it be
 // created (XattrCreate) or replaced (XattrReplace).
 func (c *Client) SetXattr(ctx context.Context, ino Ino, name string, value []byte, flags uint32) error {
+	c.recent.forget(ino) // see recentDirs: before, and after the change commits
+	defer c.recent.forget(ino)
 	if err := c.writable(); err != nil {
 		return err
 	}
@@ -163,6 +165,8 @@ func (c *Client) SetXattr(ctx context.Context, ino Ino, name string, value []byt
 
 // RemoveXattr deletes extended attribute name of ino.
 func (c *Client) RemoveXattr(ctx context.Context, ino Ino, name string) error {
+	c.recent.forget(ino) // see recentDirs: before, and after the change commits
+	defer c.recent.forget(ino)
 	if err := c.writable(); err != nil {
 		return err
 	}
