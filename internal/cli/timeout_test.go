@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,47 +14,12 @@ import (
 	"github.com/sluicefs/sluice/internal/volume"
 )
 
-// silentServer accepts TCP connections and never answers on them, as a
-// stopped server (or one behind a partition) looks to a client whose
-// connection was already made; it reads and drops what it is sent so that
-// clients never block writing.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go io.Copy(io.Discard, c)
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String()
-}
-
 // TestCommandsMetaTimeout: status, fsck and gc on a metadata engine that
 // accepts connections and never answers fail within --meta-timeout
 // instead of hanging. The engines' own open timeouts are 5 s and more, so
 // failing well before that shows the flag at work.
 func TestCommandsMetaTimeout(t *testing.T) {
-	addr := silentServer(t)
+	addr := testserver.Silent(t)
 	urls := map[string]string{
 		"redis":    "redis://" + addr + "/0",
 		"postgres": "postgres://u:p@" + addr + "/db?sslmode=disable",

@@ -1,6 +1,7 @@
 package testserver
 
 import (
+	"io"
 	"net"
 	"regexp"
 	"sync"
@@ -121,4 +122,40 @@ func (p *StallProxy) pipe(dst, src net.Conn) {
 			return
 		}
 	}
+}
+
+// Silent returns the address of a TCP server on loopback that accepts
+// connections and never answers on them, as a stopped server (or one
+// behind a partition) looks to a client: it reads and drops what it is
+// sent, so that clients never block writing. It stops when t ends.
+func Silent(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
 }

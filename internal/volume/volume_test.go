@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/object"
 	"github.com/sluicefs/sluice/internal/object/encrypt"
+	"github.com/sluicefs/sluice/internal/testserver"
 	"github.com/sluicefs/sluice/internal/volume"
 	"github.com/sluicefs/sluice/internal/volume/volumetest"
 )
@@ -220,31 +220,8 @@ func TestOpenErrors(t *testing.T) {
 // TestOpenTimeout opens a metadata engine that accepts connections and
 // never answers: OpenTimeout makes Open fail and say why.
 func TestOpenTimeout(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-			go io.Copy(io.Discard, c)
-		}
-	}()
-	defer func() {
-		l.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	v, err := volume.Open(context.Background(), "redis://"+l.Addr().String()+"/0",
+	addr := testserver.Silent(t)
+	v, err := volume.Open(context.Background(), "redis://"+addr+"/0",
 		volume.Options{OpenTimeout: 200 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "did not answer within 200ms") {
 		t.Errorf("Open on a silent engine = %v, %v; want an error naming the timeout", v, err)

@@ -71,7 +71,7 @@ func TestOpenErrors(t *testing.T) {
 		}
 		return u
 	}
-	silent := sqltest.Silent(t)
+	silent := testserver.Silent(t)
 	cases := []struct {
 		name, url string
 		create    bool

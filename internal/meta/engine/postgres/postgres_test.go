@@ -55,7 +55,7 @@ func TestOpenErrors(t *testing.T) {
 		return u.String()
 	}
 	user := base.User.Username()
-	silent := sqltest.Silent(t)
+	silent := testserver.Silent(t)
 	cases := []struct {
 		name, url string
 		create    bool

@@ -8,9 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -77,37 +75,4 @@ func OpenStore(t testing.TB, open Opener, url string, create bool) store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
-}
-
-// Silent returns the address of a TCP server that accepts connections and
-// never answers, to check that connecting gives up.
-func Silent(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String()
 }
