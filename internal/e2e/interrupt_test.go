@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 // A process killed while it waits in a FUSE request cannot die until the
@@ -161,16 +159,7 @@ func TestKilledWhileEngineStalls(t *testing.T) {
 }
 
 func testKilledWhileEngineStalls(t *testing.T, engine string) {
-	requireFUSE(t)
-	dir := t.TempDir()
-	for _, d := range []string{dir, dir + "/.."} {
-		os.Chmod(d, 0o755)
-	}
-	url := metaURL(t, engine, dir)
-	url, proxy := testserver.Proxied(t, url)
-	v := &volume{dir: dir, metaURL: url, bucket: dir + "/bucket", mnt: dir + "/mnt", log: dir + "/mount.log"}
-	os.Mkdir(v.mnt, 0o755)
-	mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
+	v, proxy := proxiedVolume(t, engine)
 	v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0", "--meta-timeout", "3600")
 	write(t, v.path("before"), []byte("kept"))
 
@@ -210,15 +199,7 @@ print(r, ctypes.get_errno())
 // EINTR the kernel would not restart.
 func TestSignalledWhileEngineStalls(t *testing.T) {
 	requireTools(t, "python3")
-	requireFUSE(t)
-	dir := t.TempDir()
-	for _, d := range []string{dir, dir + "/.."} {
-		os.Chmod(d, 0o755)
-	}
-	url, proxy := testserver.Proxied(t, metaURL(t, "postgres", dir))
-	v := &volume{dir: dir, metaURL: url, bucket: dir + "/bucket", mnt: dir + "/mnt", log: dir + "/mount.log"}
-	os.Mkdir(v.mnt, 0o755)
-	mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
+	v, proxy := proxiedVolume(t, "postgres")
 	v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0")
 
 	proxy.Stall(true)

@@ -20,15 +20,7 @@ import (
 func TestEngineOutageEveryServer(t *testing.T) {
 	for _, engine := range []string{"postgres", "mysql", "etcd", "redis"} {
 		t.Run(engine, func(t *testing.T) {
-			requireFUSE(t)
-			dir := t.TempDir()
-			for _, d := range []string{dir, dir + "/.."} {
-				os.Chmod(d, 0o755)
-			}
-			url, proxy := testserver.Proxied(t, metaURL(t, engine, dir))
-			v := &volume{dir: dir, metaURL: url, bucket: dir + "/bucket", mnt: dir + "/mnt", log: dir + "/mount.log"}
-			os.Mkdir(v.mnt, 0o755)
-			mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
+			v, proxy := proxiedVolume(t, engine)
 			const bound = 3 * time.Second
 			v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0", "--meta-timeout", "3")
 			write(t, v.path("before"), []byte("kept"))
@@ -69,15 +61,7 @@ func TestEngineOutageBufferedWrites(t *testing.T) {
 		{"commit held up", false, [][]byte{committed, whole}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			requireFUSE(t)
-			dir := t.TempDir()
-			for _, d := range []string{dir, dir + "/.."} {
-				os.Chmod(d, 0o755)
-			}
-			url, proxy := testserver.Proxied(t, metaURL(t, "redis", dir))
-			v := &volume{dir: dir, metaURL: url, bucket: dir + "/bucket", mnt: dir + "/mnt", log: dir + "/mount.log"}
-			os.Mkdir(v.mnt, 0o755)
-			mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
+			v, proxy := proxiedVolume(t, "redis")
 			const bound = 2 * time.Second
 			v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0", "--meta-timeout", "2")
 
@@ -127,4 +111,21 @@ func TestEngineOutageBufferedWrites(t *testing.T) {
 			t.Logf("close during the outage failed after %v; the file then held %d bytes", took.Round(time.Millisecond), len(got))
 		})
 	}
+}
+
+// proxiedVolume formats a volume on the test server of engine whose
+// traffic goes through a stall proxy, so that a test can make the engine
+// stop answering without disturbing the server other tests share.
+func proxiedVolume(t *testing.T, engine string) (*volume, *testserver.StallProxy) {
+	t.Helper()
+	requireFUSE(t)
+	dir := t.TempDir()
+	for _, d := range []string{dir, dir + "/.."} {
+		os.Chmod(d, 0o755)
+	}
+	url, proxy := testserver.Proxied(t, metaURL(t, engine, dir))
+	v := &volume{dir: dir, metaURL: url, bucket: dir + "/bucket", mnt: dir + "/mnt", log: dir + "/mount.log"}
+	os.Mkdir(v.mnt, 0o755)
+	mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
+	return v, proxy
 }
