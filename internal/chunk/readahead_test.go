@@ -137,11 +137,13 @@ func TestSmallReads(t *testing.T) {
 				t.Fatalf("ReadFile: %v", err)
 			}
 			assertBytes(t, p, m.bytes(off, n), off)
+			// The read's own Get; with prefetch the whole-block Get runs
+			// beside it and may reach the store first.
 			log.mu.Lock()
-			first, keys := log.ranges[0], slices.Clone(log.keys)
+			ranges, keys := slices.Clone(log.ranges), slices.Clone(log.keys)
 			log.mu.Unlock()
-			if keys[0] != key || first != tt.wantFirst {
-				t.Fatalf("first Get was %s %v, want %s %v", keys[0], first, key, tt.wantFirst)
+			if !slices.Contains(ranges, tt.wantFirst) || keys[0] != key {
+				t.Fatalf("Gets %q %v, want the read's own %s %v", keys, ranges, key, tt.wantFirst)
 			}
 			if !tt.wantWhole {
 				if len(keys) != 1 {
@@ -160,10 +162,10 @@ func TestSmallReads(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			log.mu.Lock()
-			whole := log.ranges[1]
+			ranges = slices.Clone(log.ranges)
 			log.mu.Unlock()
-			if whole != [2]int64{0, -1} {
-				t.Fatalf("prefetch Get %v, want the whole block", whole)
+			if len(ranges) != 2 || !slices.Contains(ranges, [2]int64{0, -1}) {
+				t.Fatalf("Gets %v, want the read's own and one of the whole block", ranges)
 			}
 		})
 	}
