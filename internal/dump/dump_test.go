@@ -13,7 +13,8 @@ import (
 )
 
 func TestMem(t *testing.T) {
-	dumptest.Run(t, func(t *testing.T) store.Store { st := kvstore.New(mem.New(t.Name()))
+	dumptest.Run(t, func(t *testing.T) store.Store {
+		st := kvstore.New(mem.New(t.Name()))
 		t.Cleanup(func() { st.Close() })
 		return st
 	})
