@@ -307,16 +307,22 @@ type batchRead struct {
 
 var batchReads = []batchRead{
 	{"BatchReader",
-		func(tx store.Tx, keys []store.ChunkKey) ([][]store.Slice, error) { return tx.(store.BatchReader).Chunks(keys) },
+		func(tx store.Tx, keys []store.ChunkKey) ([][]store.Slice, error) {
+			return tx.(store.BatchReader).Chunks(keys)
+		},
 		func(tx store.Tx, inos []store.Ino) ([][]byte, error) { return tx.(store.BatchReader).Symlinks(inos) },
-		func(tx store.Tx, inos []store.Ino) ([][]store.Xattr, error) { return tx.(store.BatchReader).Xattrs(inos) }},
+		func(tx store.Tx, inos []store.Ino) ([][]store.Xattr, error) {
+			return tx.(store.BatchReader).Xattrs(inos)
+		}},
 	{"helpers", store.ReadChunks, store.ReadSymlinks, store.ReadXattrs},
 	{"fallback",
 		func(tx store.Tx, keys []store.ChunkKey) ([][]store.Slice, error) {
 			return store.ReadChunks(perRecord{tx}, keys)
 		},
 		func(tx store.Tx, inos []store.Ino) ([][]byte, error) { return store.ReadSymlinks(perRecord{tx}, inos) },
-		func(tx store.Tx, inos []store.Ino) ([][]store.Xattr, error) { return store.ReadXattrs(perRecord{tx}, inos) }},
+		func(tx store.Tx, inos []store.Ino) ([][]store.Xattr, error) {
+			return store.ReadXattrs(perRecord{tx}, inos)
+		}},
 }
 
 // checkBatch fails unless reading keys and inos the way r does returns
