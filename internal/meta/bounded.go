@@ -67,11 +67,7 @@ var _ store.Limiter = bounded{}
 // Limits forwards the engine's bounds (see store.LimitsOf).
 func (b bounded) Limits() store.Limits { return store.LimitsOf(b.Store) }
 
-var _ store.BulkWriter = bounded{}
-
-// WriteBulk forwards to the engine's bulk write, unbounded: a bulk is as
-// large as its caller makes it, so the caller bounds it (see
-// store.WriteBulk).
-func (b bounded) WriteBulk(ctx context.Context, bulk *store.Bulk) error {
-	return store.WriteBulk(ctx, b.Store, bulk)
-}
+// Unwrap returns the engine under the bound, so that optional
+// interfaces the bound cannot forward truthfully (store.BulkWriter, whose
+// atomicity depends on the engine) are found on the engine itself.
+func (b bounded) Unwrap() store.Store { return b.Store }

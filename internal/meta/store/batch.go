@@ -155,7 +155,8 @@ func (b *Bulk) Reset() {
 // BulkWriter is the optional interface of a Store that stores a Bulk
 // faster than Update with one Set call per record (multi-row inserts, one
 // pipelined command). WriteBulk is atomic: every record is stored or none.
-// Decorators of a Store forward it.
+// A decorator of a Store does not forward it; it implements Unwrapper,
+// and WriteBulk looks under it.
 type BulkWriter interface {
 	WriteBulk(ctx context.Context, b *Bulk) error
 }
@@ -165,8 +166,15 @@ type BulkWriter interface {
 // leave part of b stored; a loader that must be all or nothing removes
 // what it wrote).
 func WriteBulk(ctx context.Context, st Store, b *Bulk) error {
-	if w, ok := st.(BulkWriter); ok {
-		return w.WriteBulk(ctx, b)
+	for s := st; s != nil; {
+		if w, ok := s.(BulkWriter); ok {
+			return w.WriteBulk(ctx, b)
+		}
+		u, ok := s.(Unwrapper)
+		if !ok {
+			break
+		}
+		s = u.Unwrap()
 	}
 	per := LimitsOf(st).MaxTxnOps
 	if per <= 0 {
@@ -206,6 +214,12 @@ func WriteBulk(ctx context.Context, st Store, b *Bulk) error {
 		}
 	}
 	return nil
+}
+
+// Unwrapper is implemented by a decorator of a Store: Unwrap returns the
+// Store it decorates.
+type Unwrapper interface {
+	Unwrap() Store
 }
 
 // SortXattrs sorts a list of attributes by name, for BatchReader
