@@ -109,6 +109,17 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 	}
 }
 
+// rangeArgs accepts from min to max arguments, with a message that names
+// them.
+func rangeArgs(min, max int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < min || len(args) > max {
+			return fmt.Errorf("%s expects %s (got %d arguments); see `%s --help`", cmd.Name(), what, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
 func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *formatOptions) error {
 	if o.trashDays < 0 {
 		return fmt.Errorf("--trash-days %d: use 0 (delete at once) or more days", o.trashDays)

@@ -34,6 +34,7 @@ Quick start:
 	root.AddCommand(newGC())
 	root.AddCommand(newFsck())
 	root.AddCommand(newCompact())
+	root.AddCommand(newDump(), newLoad())
 	root.AddCommand(newObjbench())
 	return root
 }

@@ -176,7 +176,7 @@ func Load(ctx context.Context, st store.Store) (*Format, error) {
 		if err != nil {
 			return err
 		}
-		f, err = decodeFormat(b)
+		f, err = DecodeFormat(b)
 		return err
 	})
 	return f, err
@@ -194,7 +194,7 @@ func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool,
 	err = st.Update(ctx, func(tx store.Tx) error {
 		b, err := tx.Setting()
 		if err == nil {
-			old, err := decodeFormat(b)
+			old, err := DecodeFormat(b)
 			if err != nil {
 				return err
 			}

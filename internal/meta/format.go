@@ -120,7 +120,9 @@ func (f *Format) checkImmutable(old *Format) error {
 	return nil
 }
 
-func decodeFormat(b []byte) (*Format, error) {
+// DecodeFormat decodes stored settings, refusing a metadata version newer
+// than this build's.
+func DecodeFormat(b []byte) (*Format, error) {
 	var f Format
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("corrupt volume settings: %w", err)

@@ -21,6 +21,11 @@ type Limits struct {
 	// change of a directory's entries, the directory's node, which every
 	// transaction scanning the entries reads.
 	MissesPhantoms bool
+	// NoSnapshot says that a View reads no snapshot: each of its round
+	// trips reads the latest values (redis; see the package doc). Work
+	// that wants one consistent picture of many records, such as a dump,
+	// cannot have it on such an engine, and need not pay for one View.
+	NoSnapshot bool
 }
 
 // Limiter is the optional interface of a Store whose transactions have
