@@ -132,7 +132,7 @@
 // full isolation). A Store
 // decorator forwards them (meta's operation-timeout decorator forwards
 // Limiter). Below the typed transaction, kvstore has its own (kvstore.Lister,
-// kvstore.Limiter).
+// kvstore.Limiter, kvstore.MultiScanner).
 //
 // # Conformance
 //

@@ -172,41 +172,79 @@ func (t *txn) GetMany(keys [][]byte) ([][]byte, error) {
 }
 
 func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
-	b, e := t.d.prefix+string(begin), t.d.end
-	if end != nil {
-		e = t.d.prefix + string(end)
-	}
-	if b >= e {
-		return nil, nil
-	}
-	// Buffered writes in the range, in key order. Buffered deletes can hide
-	// fetched keys, so fetch that many more than asked.
-	var mine []string
-	hidden := 0
-	for k, v := range t.writes {
-		if k >= b && k < e {
-			mine = append(mine, k)
-			if v == nil {
-				hidden++
-			}
-		}
-	}
-	slices.Sort(mine)
-	g := get{key: b, end: e}
-	if limit > 0 {
-		g.limit = int64(limit + hidden)
-	}
-	rs, err := t.read([]get{g})
+	out, err := t.ScanMany([]kvstore.Range{{Begin: begin, End: end}}, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := t.merge(rs[0].Kvs, mine, limit)
-	if !t.readOnly {
-		if limit > 0 && len(out) == limit {
-			// Only the range up to the last key returned was observed.
-			e = t.d.prefix + string(out[len(out)-1].Key) + "\x00"
+	return out[0], nil
+}
+
+var _ kvstore.MultiScanner = (*txn)(nil)
+
+// scan is one range of ScanMany: its prefixed bounds, the buffered writes
+// in it in key order, and the get that reads it (none when empty).
+type scan struct {
+	b, e string
+	mine []string
+	get  int // index in the gets; -1 for an empty range
+}
+
+// ScanMany reads the ranges in etcd Txns of up to maxReadOps range reads
+// each (etcd's --max-txn-ops applies to a read-only Txn too), all at the
+// transaction's snapshot, and merges each with the buffered writes in it.
+func (t *txn) ScanMany(ranges []kvstore.Range, limit int) ([][]kvstore.Pair, error) {
+	scans := make([]scan, len(ranges))
+	var gets []get
+	for i, r := range ranges {
+		b, e := t.d.prefix+string(r.Begin), t.d.end
+		if r.End != nil {
+			e = t.d.prefix + string(r.End)
 		}
-		t.ranges = append(t.ranges, keyRange{b, e})
+		scans[i] = scan{b: b, e: e, get: -1}
+		if b >= e {
+			continue
+		}
+		// Buffered writes in the range, in key order. Buffered deletes can
+		// hide fetched keys, so fetch that many more than asked.
+		hidden := 0
+		for k, v := range t.writes {
+			if k >= b && k < e {
+				scans[i].mine = append(scans[i].mine, k)
+				if v == nil {
+					hidden++
+				}
+			}
+		}
+		slices.Sort(scans[i].mine)
+		g := get{key: b, end: e}
+		if limit > 0 {
+			g.limit = int64(limit + hidden)
+		}
+		scans[i].get = len(gets)
+		gets = append(gets, g)
+	}
+	resps := make([]*pb.RangeResponse, 0, len(gets))
+	for start := 0; start < len(gets); start += maxReadOps {
+		rs, err := t.read(gets[start:min(start+maxReadOps, len(gets))])
+		if err != nil {
+			return nil, err
+		}
+		resps = append(resps, rs...)
+	}
+	out := make([][]kvstore.Pair, len(ranges))
+	for i, s := range scans {
+		if s.get < 0 {
+			continue
+		}
+		out[i] = t.merge(resps[s.get].Kvs, s.mine, limit)
+		if !t.readOnly {
+			e := s.e
+			if limit > 0 && len(out[i]) == limit {
+				// Only the range up to the last key returned was observed.
+				e = t.d.prefix + string(out[i][len(out[i])-1].Key) + "\x00"
+			}
+			t.ranges = append(t.ranges, keyRange{s.b, e})
+		}
 	}
 	return out, nil
 }

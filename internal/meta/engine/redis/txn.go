@@ -275,11 +275,10 @@ func (t *txn) members(idx, min, max string, count int) ([]string, error) {
 // Scan reads the range from the sorted set of the range's scan group, then
 // the values, and merges the transaction's buffered writes.
 func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
-	g := scanGroup(begin)
-	if g == nil || end == nil || bytes.Compare(end, groupEnd(g)) > 0 {
-		return nil, fmt.Errorf("redis engine: scan range [%q, %q) is not inside one scan group", begin, end)
+	g, lo, hi, err := scanRange(begin, end)
+	if err != nil {
+		return nil, err
 	}
-	lo, hi := string(begin), string(end)
 	if lo >= hi {
 		return nil, nil
 	}
@@ -326,6 +325,13 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 	if t.d.cache != nil {
 		t.d.cache.Fence(string(g))
 	}
+	return t.addPending(out, found, pending, limit), nil
+}
+
+// addPending adds to out, the stored pairs a scan found, the buffered sets
+// of its range that it did not find, and returns up to limit of them in
+// key order.
+func (t *txn) addPending(out []kvstore.Pair, found map[string]bool, pending []string, limit int) []kvstore.Pair {
 	for _, k := range pending {
 		if !found[k] {
 			out = append(out, kvstore.Pair{Key: []byte(k), Value: bytes.Clone(t.writes[k])})
@@ -334,6 +340,113 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 	slices.SortFunc(out, func(a, b kvstore.Pair) int { return bytes.Compare(a.Key, b.Key) })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
+	}
+	return out
+}
+
+// scanRange checks that [begin, end) lies inside one scan group and
+// returns the group with the bounds as strings.
+func scanRange(begin, end []byte) (g []byte, lo, hi string, err error) {
+	g = scanGroup(begin)
+	if g == nil || end == nil || bytes.Compare(end, groupEnd(g)) > 0 {
+		return nil, "", "", fmt.Errorf("redis engine: scan range [%q, %q) is not inside one scan group", begin, end)
+	}
+	return g, string(begin), string(end), nil
+}
+
+var _ kvstore.MultiScanner = (*txn)(nil)
+
+// ScanMany scans the ranges in two round trips however many they are: one
+// pipeline of a ZRANGEBYLEX per range, then one read of the values of
+// every member. Each range is then what Scan returns for it, and in Update
+// each is checked at commit like Scan's. A range whose first page was cut
+// short by limit while buffered deletes hid some of it (rare: kvstore
+// batches only unlimited scans) is finished by Scan.
+func (t *txn) ScanMany(ranges []kvstore.Range, limit int) ([][]kvstore.Pair, error) {
+	type part struct {
+		g        []byte
+		lo, hi   string
+		pending  []string // buffered sets in the range
+		dels     int      // buffered deletes in the range
+		batch    int      // the ZRANGEBYLEX count (0: all)
+		idx, min string
+		cmd      *redis.StringSliceCmd
+	}
+	parts := make([]part, len(ranges))
+	pipe := t.d.c.Pipeline()
+	for i, r := range ranges {
+		g, lo, hi, err := scanRange(r.Begin, r.End)
+		if err != nil {
+			return nil, err
+		}
+		p := &parts[i]
+		p.g, p.lo, p.hi = g, lo, hi
+		if lo >= hi {
+			continue
+		}
+		for k, v := range t.writes {
+			if k >= lo && k < hi {
+				if v == nil {
+					p.dels++
+				} else {
+					p.pending = append(p.pending, k)
+				}
+			}
+		}
+		if limit > 0 {
+			p.batch = limit + p.dels
+		}
+		p.idx, p.min = t.d.indexKey(g), "["+lo
+		p.cmd = pipe.ZRangeByLex(t.ctx, p.idx, &redis.ZRangeBy{Min: p.min, Max: "(" + hi, Count: int64(p.batch)})
+	}
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(t.ctx); err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+	}
+	var all []string
+	for i := range parts {
+		p := &parts[i]
+		if p.cmd == nil {
+			continue
+		}
+		ms := p.cmd.Val()
+		if t.update {
+			t.scans = append(t.scans, rangeCheck{idx: p.idx, min: p.min, max: "(" + p.hi, count: p.batch, digest: rangeDigest(ms)})
+		}
+		all = append(all, ms...)
+	}
+	if err := t.fetch(all, false, nil, nil); err != nil {
+		return nil, err
+	}
+	out := make([][]kvstore.Pair, len(ranges))
+	fenced := map[string]bool{}
+	for i := range parts {
+		p := &parts[i]
+		if p.cmd == nil {
+			continue
+		}
+		ms := p.cmd.Val()
+		var pairs []kvstore.Pair
+		found := make(map[string]bool, len(ms))
+		for _, m := range ms {
+			found[m] = true
+			if v := t.value(m); v != nil {
+				pairs = append(pairs, kvstore.Pair{Key: []byte(m), Value: bytes.Clone(v)})
+			}
+		}
+		if limit > 0 && len(ms) == p.batch && len(pairs) < limit {
+			var err error
+			if out[i], err = t.Scan(ranges[i].Begin, ranges[i].End, limit); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if g := string(p.g); t.d.cache != nil && !fenced[g] {
+			fenced[g] = true
+			t.d.cache.Fence(g)
+		}
+		out[i] = t.addPending(pairs, found, p.pending, limit)
 	}
 	return out, nil
 }

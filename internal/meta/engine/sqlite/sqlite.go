@@ -32,6 +32,7 @@ var dialect = sqlstore.Dialect{
 	Name:         "BLOB",
 	Blob:         "BLOB",
 	Concat:       "CAST(%s || %s AS BLOB)",
+	ValuesIn:     true,
 	Embedded:     true,
 }
 

@@ -120,3 +120,13 @@ func TestOldKVLayout(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBatch compares batched reads and bulk writes with their
+// per-record fallbacks.
+func BenchmarkBatch(b *testing.B) {
+	storetest.BenchBatch(b, func(tb testing.TB) store.Store {
+		st := open(tb, filepath.Join(tb.TempDir(), "meta.db"), true)
+		tb.Cleanup(func() { st.Close() })
+		return st
+	})
+}

@@ -85,6 +85,10 @@ type Dialect struct {
 	// OnDuplicateKey selects MySQL's INSERT ... ON DUPLICATE KEY UPDATE
 	// instead of INSERT ... ON CONFLICT (...) DO UPDATE for upserts.
 	OnDuplicateKey bool
+	// ValuesIn says that a list of rows on the right of IN is written as
+	// a subquery, IN (VALUES (?, ?), ...) (SQLite), rather than as
+	// IN ((?, ?), ...).
+	ValuesIn bool
 	// Embedded says that the database runs in the process (SQLite), so a
 	// statement costs no round trip: statements are kept prepared on
 	// each connection rather than compiled at every call, and what a
@@ -215,7 +219,16 @@ func (s *Store) sql(q string, lock bool) string {
 	if v, ok := m.Load(q); ok {
 		return v.(string)
 	}
+	r := s.rewrite(q, lock)
+	m.Store(q, r)
+	return r
+}
+
+// rewrite returns the statement q for the database, as sql does, without
+// remembering it.
+func (s *Store) rewrite(q string, lock bool) string {
 	var b strings.Builder
+	b.Grow(len(q) + len(q)/2)
 	n := 0
 	for i := 0; i < len(q); i++ {
 		switch c := q[i]; {
@@ -231,7 +244,6 @@ func (s *Store) sql(q string, lock bool) string {
 	if lock {
 		b.WriteString(s.d.LockReads)
 	}
-	m.Store(q, b.String())
 	return b.String()
 }
 
@@ -298,9 +310,15 @@ func (s *Store) upsert(table string, keys, vals []string) string {
 }
 
 func (s *Store) buildUpsert(table string, keys, vals []string) string {
+	return s.buildUpserts(table, keys, vals, 1)
+}
+
+// buildUpserts returns the upsert of rows rows of table (see upsert).
+func (s *Store) buildUpserts(table string, keys, vals []string, rows int) string {
 	cols := append(append([]string{}, keys...), vals...)
-	marks := strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ")
-	q := "INSERT INTO @" + table + " (" + strings.Join(cols, ", ") + ") VALUES (" + marks + ")"
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
+	q := "INSERT INTO @" + table + " (" + strings.Join(cols, ", ") + ") VALUES " +
+		strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ")
 	var set []string
 	if s.d.OnDuplicateKey {
 		if len(vals) == 0 {

@@ -50,6 +50,25 @@ type Txn interface {
 	Delete(key []byte)
 }
 
+// Range is the keys begin <= key < end.
+type Range struct {
+	Begin, End []byte
+}
+
+// MultiScanner is an optional Txn ability for adapters that can scan
+// several ranges in few round trips (a pipeline, one multi-range request).
+// kvstore asks for it where it scans many small ranges together (the
+// extended attributes of many inodes, store.BatchReader); without it, it
+// calls Scan for each range.
+type MultiScanner interface {
+	// ScanMany returns, for each range in order, what Scan(r.Begin,
+	// r.End, limit) would: up to limit pairs in key order (limit <= 0:
+	// all), the transaction's own writes included, each range counting
+	// as a scan of the transaction. Ranges follow Scan's rules (inside
+	// one record family).
+	ScanMany(ranges []Range, limit int) ([][]Pair, error)
+}
+
 // DB is the ordered transactional key-value database an engine adapter
 // provides.
 type DB interface {
@@ -81,8 +100,18 @@ var (
 	_ store.Limiter = (*Store)(nil)
 )
 
-// New returns a store.Store that keeps its records in db.
-func New(db DB) *Store { return &Store{db: db} }
+// New returns a store.Store that keeps its records in db: a *Store, or,
+// when db declares no bound on a transaction's keys (Limiter), a *Store
+// that also implements store.BulkWriter (see BulkStore). A DB with such a
+// bound (etcd) cannot store a large Bulk atomically, so its store does not
+// claim to: store.WriteBulk then splits the Bulk within the bound.
+func New(db DB) store.Store {
+	s := &Store{db: db}
+	if s.Limits().MaxTxnOps > 0 {
+		return s
+	}
+	return &BulkStore{s}
+}
 
 // Name names the engine.
 func (s *Store) Name() string { return s.db.Name() }

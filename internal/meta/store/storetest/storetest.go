@@ -44,6 +44,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
 		{"Atomicity", testAtomicity},
 		{"WriteInView", testWriteInView},
 		{"ConcurrentUpdates", testConcurrentUpdates},
+		{"BatchReads", testBatchReads},
+		{"BulkWrites", testBulkWrites},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
