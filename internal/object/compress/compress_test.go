@@ -3,6 +3,7 @@ package compress_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"strings"
@@ -152,5 +153,52 @@ func BenchmarkStore(b *testing.B) {
 			s, _ := newStore(b, algo)
 			objecttest.Bench(b, s)
 		})
+	}
+}
+
+// TestZstdContentSize checks that every zstd frame declares its content
+// size in its header. JuiceFS 1.x (DataDog's cgo zstd) decodes a block
+// into a buffer of the block's length only when the frame says how long
+// the content is; without it the buffer is max(1 MiB, 50 x compressed)
+// and JuiceFS fails the read with "buffer too short". The encoder leaves
+// the size out of frames under 256 bytes unless told otherwise: a 1-byte
+// file written by Sluice could not be read after a move to JuiceFS.
+func TestZstdContentSize(t *testing.T) {
+	s, inner := newStore(t, "zstd")
+	for _, n := range []int{0, 1, 100, 255, 256, 1023, 1024, 1025, 65535, 65536 + 256, 4 << 20, 16 << 20} {
+		data := objecttest.Data(uint64(n), n)
+		if n == 1 {
+			data = []byte("x") // the 1-byte file of the JuiceFS migration test
+		}
+		key := fmt.Sprintf("chunks/0/0/1_0_%d", n)
+		objecttest.Put(t, s, key, data)
+		raw := stored(t, inner, key)
+		if len(raw) < 6 {
+			t.Fatalf("%d bytes: a frame of %d bytes", n, len(raw))
+		}
+		fhd := raw[4]
+		fcsFlag, single, dictFlag := fhd>>6, fhd>>5&1, fhd&3
+		if fcsFlag == 0 && single == 0 {
+			t.Errorf("%d bytes: the frame header (descriptor %#x) does not declare the content size", n, fhd)
+			continue
+		}
+		pos := 5 + 1 - int(single) + [4]int{0, 1, 2, 4}[dictFlag] // window descriptor unless single segment, then dictionary id
+		var size uint64
+		switch fcsFlag {
+		case 0:
+			size = uint64(raw[pos])
+		case 1:
+			size = uint64(binary.LittleEndian.Uint16(raw[pos:])) + 256
+		case 2:
+			size = uint64(binary.LittleEndian.Uint32(raw[pos:]))
+		case 3:
+			size = binary.LittleEndian.Uint64(raw[pos:])
+		}
+		if size != uint64(n) {
+			t.Errorf("%d bytes: the frame declares %d", n, size)
+		}
+		if got := objecttest.Get(t, s, key, 0, -1); !bytes.Equal(got, data) {
+			t.Errorf("%d bytes: round trip gave %d bytes", n, len(got))
+		}
 	}
 }

@@ -17,8 +17,13 @@ type zstdCodec struct {
 // sharedZstd builds the shared codec on first use.
 var sharedZstd = sync.OnceValues(func() (*zstdCodec, error) {
 	// Zero frames: an empty object is still a valid frame for other
-	// zstd implementations, which reject empty input.
-	enc, err := zstd.NewWriter(nil, zstd.WithZeroFrames(true))
+	// zstd implementations, which reject empty input. Single segment:
+	// every frame header then declares the content size, which the
+	// encoder otherwise leaves out below 256 bytes; JuiceFS (DataDog's
+	// cgo zstd) decodes into a buffer of the block's length only when the
+	// header declares it, and fails the read of any other small block
+	// with "buffer too short".
+	enc, err := zstd.NewWriter(nil, zstd.WithZeroFrames(true), zstd.WithSingleSegment(true))
 	if err != nil {
 		return nil, err
 	}
