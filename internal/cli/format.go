@@ -247,7 +247,7 @@ func setEncryption(f *meta.Format, o *formatOptions) error {
 	if err != nil {
 		return fmt.Errorf("--encrypt-rsa-key: %w", err)
 	}
-	pass := os.Getenv(encrypt.PassphraseEnv)
+	pass := encrypt.Passphrase()
 	if _, err := encrypt.ParsePrivateKey(pemBytes, []byte(pass)); err != nil {
 		return fmt.Errorf("--encrypt-rsa-key %s: %w", o.rsaKey, err)
 	}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
@@ -30,7 +29,7 @@ func volumeOptions(level volume.Level, log *slog.Logger, timeout time.Duration) 
 		AccessKey:    keys.accessKey,
 		SecretKey:    keys.secretKey,
 		SessionToken: keys.sessionToken,
-		Passphrase:   os.Getenv(encrypt.PassphraseEnv),
+		Passphrase:   encrypt.Passphrase(),
 		Logger:       log,
 		OpenTimeout:  timeout,
 		TxTimeout:    timeout,

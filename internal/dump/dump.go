@@ -195,6 +195,14 @@ func (d *dumper) header(ctx context.Context) error {
 			}
 		}
 	}
+	if f.Storage == "file" && f.Bucket != "" && !strings.HasSuffix(f.Bucket, "/") {
+		// A directory, as the dump format writes it: JuiceFS reads a
+		// path without the slash as a directory and a key prefix.
+		f.Bucket += "/"
+	}
+	if err := sealSecrets(f); err != nil {
+		return err
+	}
 	sb, err := json.MarshalIndent(f, "  ", "  ")
 	if err != nil {
 		return fmt.Errorf("encode settings: %w", err)

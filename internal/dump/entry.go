@@ -308,9 +308,10 @@ func (l *loader) openDir(n *store.Node, name []byte, parent store.Ino, where int
 			l.failf("the trash has inode %d, not %d", n.Ino, TrashIno)
 			return nil
 		}
+		// Written when its entries are read (see closeDir): JuiceFS
+		// dumps a placeholder trash with no entries and no attributes.
 		n.Parent = store.RootIno
-		l.hasTrash = true
-		l.edge(store.RootIno, name, n.Ino, store.TypeDir)
+		n.Mode, n.Uid, n.Gid = 0o555, 0, 0
 	default:
 		if !l.checkName(name) {
 			return nil
@@ -359,6 +360,13 @@ func (l *loader) children(it *jsoniter.Iterator, d *openDir) {
 func (l *loader) closeDir(d *openDir, where int) {
 	l.stack = l.stack[:len(l.stack)-1]
 	n := d.node
+	if where == topTrash {
+		if d.subdirs == 0 {
+			return // an empty trash: Sluice makes one when it needs it
+		}
+		l.hasTrash = true
+		l.edge(store.RootIno, []byte(meta.TrashName), n.Ino, store.TypeDir)
+	}
 	n.Nlink = 2 + d.subdirs
 	n.Length = 4096
 	for _, x := range d.xattrs {

@@ -467,6 +467,10 @@ func (l *loader) setting(raw []byte) {
 			l.rep.Notes = append(l.rep.Notes, "the dump has no object storage secret (written as \"removed\"): give it at mount (--secret-key or the environment), or dump with --keep-secret-key")
 		}
 	}
+	if err := unsealSecrets(&f); err != nil {
+		l.fail(fmt.Errorf("bad dump: %w", err))
+		return
+	}
 	if f.BlockSize == 0 {
 		f.BlockSize = 4096
 	}

@@ -307,7 +307,7 @@ func layout(bucket object.Store, f *meta.Format, passphrase string) (object.Stor
 		key, err := encrypt.ParsePrivateKey([]byte(f.EncryptKey), []byte(passphrase))
 		if err != nil {
 			if f.KeyEncrypted && passphrase == "" {
-				return nil, fmt.Errorf("the volume's encryption key is protected by a passphrase: set %s", encrypt.PassphraseEnv)
+				return nil, fmt.Errorf("the volume's encryption key is protected by a passphrase: set %s (or %s)", encrypt.PassphraseEnv, encrypt.PassphraseEnvJuiceFS)
 			}
 			return nil, fmt.Errorf("the volume's encryption key: %w", err)
 		}

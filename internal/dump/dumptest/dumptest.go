@@ -203,7 +203,7 @@ func testRoundTrip(t *testing.T, newStore NewStore) {
 	if fast := Dump(t, src, dump.Options{KeepSecretKey: true, Fast: true}); !bytes.Equal(first, fast) {
 		t.Fatalf("a fast dump of an idle volume differs from a consistent one: %s", diff(first, fast))
 	}
-	if !bytes.Contains(first, []byte(`"SecretKey": "s3cret"`)) {
+	if bytes.Contains(first, []byte(`"SecretKey": "removed"`)) || !bytes.Contains(first, []byte(`"KeyEncrypted": true`)) {
 		t.Errorf("--keep-secret-key dump lost the secret")
 	}
 	if red := Dump(t, src, dump.Options{}); !bytes.Contains(red, []byte(`"SecretKey": "removed"`)) {
@@ -255,6 +255,9 @@ func checkLoaded(t *testing.T, st store.Store) {
 			t.Fatalf("lookup %q: %v", name, err)
 		}
 		return a
+	}
+	if f := c.Format(); f.SecretKey != "s3cret" || f.KeyEncrypted {
+		t.Errorf("loaded settings: secret %q, key encrypted %v", f.SecretKey, f.KeyEncrypted)
 	}
 	odd := look(meta.RootIno, "odd \xff\xfe%41\"q\"\\ name").Ino
 	small := look(odd, "\x80bad utf8")

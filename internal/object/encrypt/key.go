@@ -6,11 +6,26 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // PassphraseEnv names the environment variable that holds the passphrase
 // of an encrypted RSA key, so that it never appears on a command line.
 const PassphraseEnv = "SLUICE_RSA_PASSPHRASE"
+
+// PassphraseEnvJuiceFS is the variable JuiceFS reads for the same
+// passphrase; Passphrase falls back to it, so that a migrated volume
+// mounts with the environment its users already set.
+const PassphraseEnvJuiceFS = "JFS_RSA_PASSPHRASE"
+
+// Passphrase returns the passphrase of the environment: PassphraseEnv, or
+// PassphraseEnvJuiceFS when that is unset.
+func Passphrase() string {
+	if p := os.Getenv(PassphraseEnv); p != "" {
+		return p
+	}
+	return os.Getenv(PassphraseEnvJuiceFS)
+}
 
 // Errors of ParsePrivateKey, tested with errors.Is.
 var (
