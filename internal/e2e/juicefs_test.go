@@ -660,50 +660,6 @@ func unsealJuiceFSSecret(t *testing.T, uuid, sealed string) string {
 	return string(plain)
 }
 
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
-}
-
-// copyDump writes the dump at src, edited, to dst (both plain or .gz).
-func copyDump(t *testing.T, src, dst string, edit func(string) string) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.HasSuffix(src, ".gz") {
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b, err = io.ReadAll(zr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out := []byte(edit(string(b)))
-	if bytes.Equal(out, b) {
-		t.Fatalf("editing the dump %s changed nothing", src)
-	}
-	if strings.HasSuffix(dst, ".gz") {
-		var zb bytes.Buffer
-		zw := gzip.NewWriter(&zb)
-		zw.Write(out)
-		if err := zw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		out = zb.Bytes()
-	}
-	if err := os.WriteFile(dst, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // sameSetting compares a setting as the two systems write it: an absent
 // field, false, 0, "" and "none" are the same.
 func sameSetting(a, b any) bool {
