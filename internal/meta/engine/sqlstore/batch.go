@@ -95,25 +95,33 @@ func distinctInos(inos []store.Ino) []store.Ino {
 }
 
 func (t *tx) Chunks(keys []store.ChunkKey) ([][]store.Slice, error) {
+	// Asked by inode alone: an IN list of (ino, idx) pairs is not matched
+	// against the primary key by every planner (PostgreSQL scans the
+	// whole table for it), while ino IN (...) is a range of the key on
+	// every one. The few chunks read beyond those asked for are dropped.
 	found := make(map[store.ChunkKey][]byte, len(keys))
-	var distinct []store.ChunkKey
+	inos := make([]store.Ino, 0, len(keys))
 	for _, k := range keys {
 		if _, ok := found[k]; !ok {
 			found[k] = nil
-			distinct = append(distinct, k)
+			inos = append(inos, k.Ino)
 		}
 	}
+	distinct := distinctInos(inos)
 	err := inBatches(len(distinct), func(args []any, i int) []any {
-		return append(args, i64(distinct[i].Ino), int64(distinct[i].Idx))
+		return append(args, i64(distinct[i]))
 	}, func(rows int, args []any) error {
-		q := "SELECT ino, idx, slices FROM @chunk WHERE (ino, idx) IN " + t.s.rowsIn(rows, 2)
+		q := "SELECT ino, idx, slices FROM @chunk WHERE ino IN " + t.s.rowsIn(rows, 1)
 		return t.each(q, args, func(scan func(...any) error) error {
 			var ino, idx int64
 			var v []byte
 			if err := scan(&ino, &idx, &v); err != nil {
 				return err
 			}
-			found[store.ChunkKey{Ino: store.Ino(ino), Idx: uint32(idx)}] = v
+			k := store.ChunkKey{Ino: store.Ino(ino), Idx: uint32(idx)}
+			if _, ok := found[k]; ok {
+				found[k] = v
+			}
 			return nil
 		})
 	})
