@@ -83,7 +83,8 @@ type Config struct {
 	TempDir string
 	// Logger receives what happens. Default: discarded.
 	Logger *slog.Logger
-	// Now is the clock of backup names and rotation. Default time.Now.
+	// Now is the clock of the rotation. Default time.Now. (Backups are
+	// named by the Client's clock, which takes the lease.)
 	Now func() time.Time
 }
 
@@ -146,14 +147,15 @@ func Once(ctx context.Context, c Config) (string, error) {
 			return "", nil
 		}
 	}
-	won, err := c.Client.BackupLease(ctx, c.Interval)
+	start, won, err := c.Client.BackupLease(ctx, c.Interval)
 	if err != nil {
 		return "", fmt.Errorf("take the backup lease: %w", err)
 	}
 	if !won {
 		return "", nil
 	}
-	start := c.Now()
+	// Named by the time the lease stored, so that two backups' names
+	// are at least an interval apart as their leases are.
 	key := Name(start)
 	c.Logger.Info("metadata backup started", "key", key)
 	stats, size, err := Write(ctx, c.Store, c.Objects, key, c.TempDir)
@@ -161,7 +163,7 @@ func Once(ctx context.Context, c Config) (string, error) {
 		return "", err
 	}
 	c.Logger.Info("metadata backup written", "key", key, "entries", stats.Entries, "bytes", size,
-		"skipped", stats.Skipped, "took", time.Since(start).Round(time.Millisecond))
+		"skipped", stats.Skipped, "took", c.Now().Sub(start).Round(time.Millisecond))
 	deleted, err := Cleanup(ctx, c.Objects, c.Now())
 	if err != nil {
 		c.Logger.Warn("rotate metadata backups", "err", err)

@@ -45,9 +45,6 @@ const (
 	KeepWeekly = 60 * 24 * time.Hour
 )
 
-// Policy describes the rotation for help texts.
-const Policy = "every backup of the last 2 days is kept; of older ones, the oldest of each day (UTC) until they are 2 weeks old, the oldest of each week until they are 2 months (60 days) old, and the oldest of each month for ever"
-
 // Rotate returns the backups of keys to delete at now, in ascending
 // order, so that recent backups stay dense and old ones sparse:
 //

@@ -113,11 +113,16 @@ background on two workers, in batches rather than one snapshot, so it
 never holds a long transaction against the engine; it is therefore not a
 point in time when the volume changes meanwhile. A volume of more than a
 million files is backed up only with an interval above 1h. Read-only
-mounts never back up; failures are logged and the mount goes on. After
-each backup older ones are rotated: ` + backup.Policy + `.
-To restore, copy the object out of the bucket and run
-'sluice load NEW-META-URL dump-....json.gz' (with --encrypt-rsa-key KEY.pem
-for an encrypted volume); see 'sluice load --help'.`,
+mounts never back up; failures are logged and the mount goes on. The
+backup of an encrypted volume is sealed whole, so it may hold at most
+64 MiB of gzip.
+
+After each backup, older ones are rotated: every backup of the last 2 days
+is kept; of older ones, the oldest of each day (UTC) until they are 2 weeks
+old, the oldest of each week until they are 2 months (60 days) old, and the
+oldest of each month for ever. To restore, copy the object out of the
+bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
+--encrypt-rsa-key KEY.pem for an encrypted volume): see 'sluice load --help'.`,
 		Example: `  sluice mount sqlite3://vol.db /mnt/vol          # foreground; Ctrl-C unmounts
   sluice mount -d sqlite3://vol.db /mnt/vol       # background
   sluice umount /mnt/vol`,

@@ -19,15 +19,18 @@ const counterLastBackup = "lastBackup"
 // until interval has passed again. A start time in the future (a client
 // with a clock ahead) does not block the lease. A read-only client never
 // takes it. The lease is taken before the backup runs: a backup that fails
-// is tried again only after the next interval, as a crashed one is.
-func (c *Client) BackupLease(ctx context.Context, interval time.Duration) (bool, error) {
+// is tried again only after the next interval, as a crashed one is. When
+// it wins, it returns the start time it stored (whole seconds), which
+// names the backup.
+func (c *Client) BackupLease(ctx context.Context, interval time.Duration) (time.Time, bool, error) {
 	if c.conf.ReadOnly {
-		return false, nil
+		return time.Time{}, false, nil
 	}
 	var won bool
+	var now int64
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		won = false
-		now := c.conf.Now().Unix()
+		now = c.conf.Now().Unix()
 		last, err := tx.Counter(counterLastBackup)
 		if err != nil {
 			return err
@@ -39,5 +42,8 @@ func (c *Client) BackupLease(ctx context.Context, interval time.Duration) (bool,
 		won = true
 		return nil
 	})
-	return won, err
+	if err != nil || !won {
+		return time.Time{}, false, err
+	}
+	return time.Unix(now, 0), true, nil
 }
