@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicefs/sluice/internal/backup"
 	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/fuse"
 	"github.com/sluicefs/sluice/internal/meta"
@@ -56,7 +57,13 @@ type mountOptions struct {
 	metrics       string
 	getTimeout    time.Duration
 	putTimeout    time.Duration
+	backupMeta    time.Duration
+	backupMetaMin time.Duration // hidden: tests lower it
 }
+
+// minBackupInterval is the shortest --backup-meta, as in JuiceFS: each
+// backup dumps the whole volume.
+const minBackupInterval = 5 * time.Minute
 
 func defaultLogFile() string {
 	if os.Geteuid() == 0 {
@@ -86,7 +93,7 @@ func newMount() *cobra.Command {
 	o := mountOptions{attrCache: time.Second, entryCache: time.Second, dirEntryCache: time.Second,
 		bufferSize: 300 << 20, maxUploads: 20, maxReadahead: 64 << 20, prefetch: 1,
 		maxDownloads: 200, getTimeout: time.Minute, putTimeout: time.Minute, cacheDir: defaultCacheDir(), cacheSize: 100 << 30, freeRatio: 0.1, heartbeat: 12 * time.Second,
-		metaTimeout: meta.DefaultOpTimeout}
+		metaTimeout: meta.DefaultOpTimeout, backupMeta: time.Hour, backupMetaMin: minBackupInterval}
 	cmd := &cobra.Command{
 		Use:   "mount META-URL MOUNTPOINT",
 		Short: "Mount a volume with FUSE",
@@ -94,7 +101,28 @@ func newMount() *cobra.Command {
 empty directory. In the foreground the command serves until the volume is
 unmounted or it receives SIGINT or SIGTERM, which unmount cleanly. With -d it
 returns once the mount is ready and serves in the background, logging to
---log. As root the mount needs no fusermount helper.`,
+--log. As root the mount needs no fusermount helper.
+
+Metadata backups (--backup-meta, default 1h; 0 disables): once per
+interval, one mount of the volume (whichever takes the lease kept in the
+metadata engine first) dumps the whole volume, without the object storage
+secrets, into its bucket as NAME/meta/dump-YYYY-MM-DD-HHMMSS.json.gz (UTC),
+encrypted with the volume's key when it has one (as JuiceFS does; not
+compressed again with the volume's compression). The dump runs in the
+background on two workers, in batches rather than one snapshot, so it
+never holds a long transaction against the engine; it is therefore not a
+point in time when the volume changes meanwhile. A volume of more than a
+million files is backed up only with an interval above 1h. Read-only
+mounts never back up; failures are logged and the mount goes on. The
+backup of an encrypted volume is sealed whole, so it may hold at most
+64 MiB of gzip.
+
+After each backup, older ones are rotated: every backup of the last 2 days
+is kept; of older ones, the oldest of each day (UTC) until they are 2 weeks
+old, the oldest of each week until they are 2 months (60 days) old, and the
+oldest of each month for ever. To restore, copy the object out of the
+bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
+--encrypt-rsa-key KEY.pem for an encrypted volume): see 'sluice load --help'.`,
 		Example: `  sluice mount sqlite3://vol.db /mnt/vol          # foreground; Ctrl-C unmounts
   sluice mount -d sqlite3://vol.db /mnt/vol       # background
   sluice umount /mnt/vol`,
@@ -133,6 +161,9 @@ returns once the mount is ready and serves in the background, logging to
 	fl.Var(secondsValue{&o.metaTimeout}, "meta-timeout", "longest a metadata operation may wait for the metadata engine, retries included, before it fails with EIO (seconds or a duration; 0: wait for ever)")
 	fl.Var(secondsValue{&o.heartbeat}, "heartbeat", "interval of session heartbeats; a mount silent for 25 heartbeats is cleaned up by the others (use one value on all mounts)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fl.Var(secondsValue{&o.backupMeta}, "backup-meta", "interval of automatic metadata backups into the bucket's meta/ directory, by one mount of the volume (seconds or a duration, at least 5m; 0 disables)")
+	fl.Var(secondsValue{&o.backupMetaMin}, "backup-meta-min", "shortest --backup-meta accepted (for tests)")
+	_ = fl.MarkHidden("backup-meta-min")
 	fl.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles over HTTP at this address (e.g. 127.0.0.1:6060)")
 	return cmd
 }
@@ -154,6 +185,8 @@ func (o *mountOptions) validate() error {
 		return fmt.Errorf("--free-space-ratio %v: must be from 0 to below 1", o.freeRatio)
 	case o.bufferSize < 1<<20:
 		return fmt.Errorf("--buffer-size: must be at least 1 MiB")
+	case o.backupMeta > 0 && o.backupMeta < o.backupMetaMin:
+		return fmt.Errorf("--backup-meta %v: must be 0 (no backups) or at least %v", o.backupMeta, o.backupMetaMin)
 	}
 	if o.cacheSize == 0 {
 		o.cacheDir = "memory"
@@ -260,6 +293,8 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		fmt.Printf("Volume %s mounted at %s; press Ctrl-C or run `sluice umount %s` to unmount.\n", f.Name, mp, mp)
 	}
 	ready(nil)
+	stopBackups := startBackups(vol, o, log)
+	defer stopBackups() // before the deferred Close; a no-op once called
 
 	gone := make(chan struct{})
 	go func() { srv.Wait(); close(gone) }()
@@ -274,9 +309,36 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 			done = true
 		}
 	}
+	stopBackups()
 	err = vol.Close(ctx)
 	log.Info("volume unmounted", "mountpoint", mp)
 	return err
+}
+
+// startBackups starts the metadata backups of --backup-meta in the
+// background and returns the function that stops them, waiting for a
+// backup in progress to give up; it may be called more than once. Read-only
+// mounts do not back up.
+func startBackups(vol *volume.Volume, o *mountOptions, log *slog.Logger) (stop func()) {
+	if o.backupMeta <= 0 {
+		return func() {}
+	}
+	if o.readOnly {
+		log.Info("metadata backups are off on a read-only mount")
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		backup.Run(ctx, backup.Config{Interval: o.backupMeta, Client: vol.Client(), Store: vol.Store(),
+			Objects: vol.SealedObjects(), Logger: log.With("task", "backup-meta")})
+	}()
+	log.Info("metadata backups on", "interval", o.backupMeta)
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // dirAttrReuse is meta.Config.DirAttrReuse of a mount whose attribute

@@ -54,6 +54,7 @@ type Volume struct {
 	st      store.Store
 	format  *meta.Format
 	objects object.Store
+	sealed  object.Store
 	metrics *metrics.Store
 	chunks  *chunk.Store
 	client  *meta.Client
@@ -80,7 +81,7 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	if opts.Level < Data {
 		return v, nil
 	}
-	if v.objects, v.metrics, err = openObjects(v.format, &opts); err != nil {
+	if v.objects, v.sealed, v.metrics, err = openObjects(v.format, &opts); err != nil {
 		return v, err
 	}
 	if opts.Level < Client {
@@ -186,6 +187,16 @@ func (v *Volume) Format() *meta.Format { return v.format }
 // encrypted as the volume says. Nil below Level Data.
 func (v *Volume) Objects() object.Store { return v.objects }
 
+// SealedObjects returns the volume's object storage for objects that are
+// not blocks, such as the metadata backups under "meta/": keys are
+// relative to the volume, and objects are encrypted as blocks are when the
+// volume has a key, but never compressed with the volume's compression,
+// and not limited in size by it. This is how JuiceFS lays out its own
+// "meta/" objects (its compression applies to blocks only), so either
+// system reads the other's. Retries apply as in Objects; bandwidth limits
+// and metrics do not. Nil below Level Data.
+func (v *Volume) SealedObjects() object.Store { return v.sealed }
+
 // Metrics returns the request metrics of Objects, for serving. Nil below
 // Level Data.
 func (v *Volume) Metrics() *metrics.Store { return v.metrics }
@@ -235,20 +246,26 @@ func (v *Volume) Close(ctx context.Context) error {
 }
 
 // openObjects builds the object storage stack from the bucket out: the
-// WrapBucket hook, the volume's layout, metrics, limits and retries.
-func openObjects(f *meta.Format, opts *Options) (object.Store, *metrics.Store, error) {
+// WrapBucket hook, the volume's layout, metrics, limits and retries. It
+// also returns the stack of objects that are not blocks (see
+// Volume.SealedObjects): the layout without compression, with retries.
+func openObjects(f *meta.Format, opts *Options) (blocks, sealed object.Store, _ *metrics.Store, err error) {
 	bucket, err := openBucket(f, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if opts.WrapBucket != nil {
 		if bucket, err = opts.WrapBucket(bucket); err != nil {
-			return nil, nil, fmt.Errorf("object storage: %w", err)
+			return nil, nil, nil, fmt.Errorf("object storage: %w", err)
 		}
 	}
-	s, err := layout(bucket, f, opts.Passphrase)
+	enc, err := sealedLayout(bucket, f, opts.Passphrase)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	s, err := compress.New(enc, f.Compression)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	m := metrics.New(s)
 	o := opts.Objects
@@ -261,19 +278,22 @@ func openObjects(f *meta.Format, opts *Options) (object.Store, *metrics.Store, e
 	}
 	l, err := limit.New(m, limit.Config{MaxDownloads: o.MaxDownloads, UploadLimit: upload, DownloadLimit: download})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	log := opts.logger()
-	r, err := retry.New(l, retry.Config{
+	conf := retry.Config{
 		Timeout:    o.PutTimeout,
 		GetTimeout: o.GetTimeout,
 		OnRetry: func(op, key string, attempt int, err error, wait time.Duration) {
 			log.Warn("object storage: retrying", "op", op, "key", key, "attempt", attempt, "err", err, "wait", wait)
-		}})
-	if err != nil {
-		return nil, nil, err
+		}}
+	if blocks, err = retry.New(l, conf); err != nil {
+		return nil, nil, nil, err
 	}
-	return r, m, nil
+	if sealed, err = retry.New(enc, conf); err != nil {
+		return nil, nil, nil, err
+	}
+	return blocks, sealed, m, nil
 }
 
 // openBucket opens the volume's raw bucket with the stored credentials,
@@ -297,23 +317,25 @@ func openBucket(f *meta.Format, opts *Options) (object.Store, error) {
 	return s, nil
 }
 
-// layout wraps a bucket the way the volume's data is laid out in it:
-// every key under "NAME/", blocks compressed as the volume says, then
-// encrypted when the volume has a key (unlocked with passphrase when it is
-// protected by one).
-func layout(bucket object.Store, f *meta.Format, passphrase string) (object.Store, error) {
+// sealedLayout wraps a bucket the way the volume's objects are laid out
+// in it, before the compression of blocks (which openObjects adds on top):
+// every key under "NAME/", encrypted when the volume has a key (unlocked
+// with passphrase when it is protected by one).
+func sealedLayout(bucket object.Store, f *meta.Format, passphrase string) (object.Store, error) {
 	s := prefix.New(bucket, f.Name+"/")
-	if f.EncryptKey != "" {
-		key, err := encrypt.ParsePrivateKey([]byte(f.EncryptKey), []byte(passphrase))
-		if err != nil {
-			if f.KeyEncrypted && passphrase == "" {
-				return nil, fmt.Errorf("the volume's encryption key is protected by a passphrase: set %s (or %s)", encrypt.PassphraseEnv, encrypt.PassphraseEnvJuiceFS)
-			}
-			return nil, fmt.Errorf("the volume's encryption key: %w", err)
-		}
-		if s, err = encrypt.New(s, key, f.EncryptAlgo); err != nil {
-			return nil, err
-		}
+	if f.EncryptKey == "" {
+		return s, nil
 	}
-	return compress.New(s, f.Compression)
+	key, err := encrypt.ParsePrivateKey([]byte(f.EncryptKey), []byte(passphrase))
+	if err != nil {
+		if f.KeyEncrypted && passphrase == "" {
+			return nil, fmt.Errorf("the volume's encryption key is protected by a passphrase: set %s (or %s)", encrypt.PassphraseEnv, encrypt.PassphraseEnvJuiceFS)
+		}
+		return nil, fmt.Errorf("the volume's encryption key: %w", err)
+	}
+	enc, err := encrypt.New(s, key, f.EncryptAlgo)
+	if err != nil {
+		return nil, err
+	}
+	return enc, nil
 }

@@ -35,11 +35,11 @@ func TestOpenLevels(t *testing.T) {
 				t.Errorf("level %v, store %v, format %+v; want the level, a store and the volume's settings", v.Level(), v.Store(), v.Format())
 			}
 			has := map[string]bool{
-				"objects": v.Objects() != nil, "metrics": v.Metrics() != nil,
+				"objects": v.Objects() != nil, "sealed": v.SealedObjects() != nil, "metrics": v.Metrics() != nil,
 				"chunks": v.Chunks() != nil, "client": v.Client() != nil, "vfs": v.VFS() != nil,
 			}
 			want := map[string]bool{
-				"objects": level >= volume.Data, "metrics": level >= volume.Data,
+				"objects": level >= volume.Data, "sealed": level >= volume.Data, "metrics": level >= volume.Data,
 				"chunks": level >= volume.Client, "client": level >= volume.Client, "vfs": level >= volume.FileSystem,
 			}
 			for name := range want {
