@@ -504,6 +504,9 @@ func (l *loader) finish() error {
 	if err := l.fixLinks(); err != nil {
 		return err
 	}
+	if err := store.AnalyzeAfterBulk(l.ctx, l.st); err != nil {
+		return err
+	}
 	root := l.root
 	if root == nil {
 		return errors.New("bad dump: FSTree has no root directory")

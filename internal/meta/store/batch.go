@@ -216,6 +216,29 @@ func WriteBulk(ctx context.Context, st Store, b *Bulk) error {
 	return nil
 }
 
+// Analyzer is the optional interface of a Store whose query planner
+// keeps statistics: Analyze refreshes them after bulk writes (see
+// AnalyzeAfterBulk).
+type Analyzer interface {
+	Analyze(ctx context.Context) error
+}
+
+// AnalyzeAfterBulk refreshes the engine's statistics, where it keeps
+// any, after a series of WriteBulk.
+func AnalyzeAfterBulk(ctx context.Context, st Store) error {
+	for s := st; s != nil; {
+		if a, ok := s.(Analyzer); ok {
+			return a.Analyze(ctx)
+		}
+		u, ok := s.(Unwrapper)
+		if !ok {
+			break
+		}
+		s = u.Unwrap()
+	}
+	return nil
+}
+
 // Unwrapper is implemented by a decorator of a Store: Unwrap returns the
 // Store it decorates.
 type Unwrapper interface {

@@ -60,6 +60,7 @@ var dialect = sqlstore.Dialect{
 	Blob:           "LONGBLOB",
 	Concat:         "CONCAT(%s, %s)",
 	OnDuplicateKey: true,
+	Analyze:        "ANALYZE TABLE %s",
 }
 
 // session sets each new connection to REPEATABLE READ, in case the

@@ -43,6 +43,7 @@ const (
 
 var dialect = sqlstore.Dialect{
 	Dollar:   true,
+	Analyze:  "ANALYZE %s",
 	WriteTx:  &sql.TxOptions{Isolation: sql.LevelSerializable},
 	ReadTx:   &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 	Classify: classify,

@@ -34,6 +34,7 @@ var dialect = sqlstore.Dialect{
 	Concat:       "CAST(%s || %s AS BLOB)",
 	ValuesIn:     true,
 	Embedded:     true,
+	Analyze:      "ANALYZE %s",
 }
 
 // Open opens the SQLite file at path and the volume in it (see

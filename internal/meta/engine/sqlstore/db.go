@@ -89,6 +89,9 @@ type Dialect struct {
 	// a subquery, IN (VALUES (?, ?), ...) (SQLite), rather than as
 	// IN ((?, ?), ...).
 	ValuesIn bool
+	// Analyze is the statement that refreshes the planner's statistics
+	// of one table, %s standing for its name ("" for none).
+	Analyze string
 	// Embedded says that the database runs in the process (SQLite), so a
 	// statement costs no round trip: statements are kept prepared on
 	// each connection rather than compiled at every call, and what a

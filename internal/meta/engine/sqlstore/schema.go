@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
 // column types, replaced by the dialect's in tableDefs.
@@ -89,4 +91,23 @@ func kinds() []string {
 		out[i] = t.kind
 	}
 	return out
+}
+
+var _ store.Analyzer = (*Store)(nil)
+
+// Analyze refreshes the planner's statistics of the tables a bulk write
+// fills, so that the queries after a load use the primary keys: a
+// planner that still believes a table empty scans it whole (PostgreSQL
+// until its autovacuum comes by).
+func (s *Store) Analyze(ctx context.Context) error {
+	if s.d.Analyze == "" {
+		return nil
+	}
+	for _, t := range []string{"node", "edge", "chunk", "symlink", "xattr", "sliceref"} {
+		q := fmt.Sprintf(s.d.Analyze, s.table(t))
+		if _, err := s.writer.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("analyze %s: %w", s.table(t), s.d.Describe(err))
+		}
+	}
+	return nil
 }
