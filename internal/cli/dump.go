@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/dump"
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/volume"
 )
 
@@ -80,6 +81,7 @@ func runDump(ctx context.Context, stdout, stderr io.Writer, metaURL, file string
 		return err
 	}
 	defer v.Close(context.WithoutCancel(ctx))
+	store.DisableCache(v.Store()) // each record is read once
 
 	out := stdout
 	var f *os.File

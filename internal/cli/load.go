@@ -15,6 +15,7 @@ import (
 	"github.com/sluicefs/sluice/internal/backup"
 	"github.com/sluicefs/sluice/internal/dump"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
+	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/object"
 	"github.com/sluicefs/sluice/internal/object/encrypt"
 )
@@ -114,6 +115,7 @@ func runLoad(ctx context.Context, stdin io.Reader, out io.Writer, metaURL, file 
 		return err
 	}
 	defer st.Close()
+	store.DisableCache(st) // each record is written once, and read by no one
 	bar := newByteBar("loaded", total)
 	o.Progress = func(p dump.Progress) { bar.set(p.Entries, counted.n) }
 	rep, err := dump.Load(ctx, st, zr, o)

@@ -239,6 +239,30 @@ func AnalyzeAfterBulk(ctx context.Context, st Store) error {
 	return nil
 }
 
+// CacheDisabler is the optional interface of a Store that keeps records
+// it read in a cache of its own (redis). DisableCache drops the cache and
+// reads from the engine from then on: for a handle that reads each
+// record once (a dump, a load), where a cache only costs memory and time.
+// It must be called before the handle is used by more than one goroutine.
+type CacheDisabler interface {
+	DisableCache()
+}
+
+// DisableCache disables st's cache where it has one (see CacheDisabler).
+func DisableCache(st Store) {
+	for s := st; s != nil; {
+		if c, ok := s.(CacheDisabler); ok {
+			c.DisableCache()
+			return
+		}
+		u, ok := s.(Unwrapper)
+		if !ok {
+			return
+		}
+		s = u.Unwrap()
+	}
+}
+
 // Unwrapper is implemented by a decorator of a Store: Unwrap returns the
 // Store it decorates.
 type Unwrapper interface {

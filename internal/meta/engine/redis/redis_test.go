@@ -535,9 +535,6 @@ func TestScanGroup(t *testing.T) {
 func openDBNoCache(t testing.TB, raw string) *DB {
 	t.Helper()
 	d := openDB(t, raw)
-	if d.watch != nil {
-		d.watch.Close()
-		d.watch, d.cache, d.stream = nil, nil, nil
-	}
+	d.DisableCache()
 	return d
 }

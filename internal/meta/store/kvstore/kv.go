@@ -144,3 +144,13 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	return s.db.View(ctx, func(t Txn) error { return fn(&tx{t: t}) })
 }
+
+var _ store.CacheDisabler = (*Store)(nil)
+
+// DisableCache forwards to a DB that implements store.CacheDisabler; it
+// does nothing on others.
+func (s *Store) DisableCache() {
+	if c, ok := s.db.(store.CacheDisabler); ok {
+		c.DisableCache()
+	}
+}
