@@ -413,6 +413,12 @@ func (l *loader) leaf(n *store.Node, name []byte, parent store.Ino, target []byt
 			return
 		}
 		l.rep.HardLinks++
+		// Attributes and chunks come from the first name; extended
+		// attributes from every name (a dump may list them under one).
+		for _, x := range xattrs {
+			l.bulk.Xattrs = append(l.bulk.Xattrs, store.BulkXattr{Ino: n.Ino, Xattr: x})
+			l.added()
+		}
 		lk := l.links[n.Ino]
 		if lk == nil {
 			l.links[n.Ino] = &link{count: 2, parent: parent}
