@@ -4,7 +4,10 @@
 # peak RSS (from /usr/bin/time -v). META_URL names an empty namespace of
 # the engine to measure (default: SQLite in a temp dir); it is loaded
 # once from the generated dump, dumped (consistent, then --fast), and the
-# dump loaded again into META_URL2 (default: a second SQLite file).
+# dump loaded again into META_URL2 (default: a second SQLite file). With
+# JUICEFS naming a JuiceFS binary (../shared/bench/build-juicefs.sh builds
+# one), the same loads and dumps run with it too, into META_URL3 and
+# META_URL4 (default: SQLite files), for a side-by-side figure.
 #
 #   bench/dumpload.sh [N]
 #   META_URL=redis://127.0.0.1:6379/3 META_URL2=redis://127.0.0.1:6379/4 bench/dumpload.sh 1100000
@@ -15,6 +18,8 @@ work=$(mktemp -d /tmp/sluice-dumpload.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 meta=${META_URL:-sqlite3://$work/a.db}
 meta2=${META_URL2:-sqlite3://$work/b.db}
+meta3=${META_URL3:-sqlite3://$work/c.db}
+meta4=${META_URL4:-sqlite3://$work/d.db}
 bin=$work/sluice
 go build -o "$bin" ./cmd/sluice
 go run ./bench/dumpgen -files "$n" >"$work/gen.json"
@@ -33,3 +38,9 @@ measure "dump --fast" "$bin" dump --fast "$meta" "$work/fast.json"
 measure "dump to .gz" "$bin" dump "$meta" "$work/dump.json.gz"
 measure "load (its dump)" "$bin" load "$meta2" "$work/dump.json"
 echo "dump size: $(du -h "$work/dump.json" | cut -f1) ($(du -h "$work/dump.json.gz" | cut -f1) gzipped)"
+if [[ -n ${JUICEFS:-} ]]; then
+  measure "juicefs load (generated)" "$JUICEFS" load "$meta3" "$work/gen.json"
+  measure "juicefs dump" "$JUICEFS" dump "$meta3" "$work/jdump.json"
+  measure "juicefs dump --fast" "$JUICEFS" dump --fast "$meta3" "$work/jfast.json"
+  measure "juicefs load (its dump)" "$JUICEFS" load "$meta4" "$work/jdump.json"
+fi
