@@ -11,7 +11,7 @@ import (
 
 func TestDump(t *testing.T) {
 	base := testserver.URL(t, testserver.Etcd)
-	dumptest.RunOptions(t, func(t *testing.T) store.Store {
+	dumptest.Run(t, func(t *testing.T) store.Store {
 		return kvstore.New(open(t, volumeURL(t, base), true))
-	}, dumptest.Options{BigDir: 20_000})
+	})
 }
