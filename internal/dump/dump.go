@@ -148,6 +148,7 @@ func (d *dumper) header(ctx context.Context) error {
 	var setting []byte
 	var c Counters
 	var sustained []sustainedJSON
+	var delFiles []store.DelFile
 	err := d.view(ctx, func(tx store.Tx) error {
 		var err error
 		if setting, err = tx.Setting(); err != nil {
@@ -164,6 +165,12 @@ func (d *dumper) header(ctx context.Context) error {
 			if *x.v, err = tx.Counter(x.name); err != nil {
 				return fmt.Errorf("read counter %s: %w", x.name, err)
 			}
+		}
+		// The deletion queue is read through its own listing: a
+		// whole-family scan walks the whole keyspace on Redis. It is
+		// held in memory, 24 bytes a queued file.
+		if delFiles, err = tx.DelFiles(0); err != nil {
+			return fmt.Errorf("read files waiting for deletion: %w", err)
 		}
 		sessions, err := tx.Sessions()
 		if err != nil {
@@ -219,37 +226,22 @@ func (d *dumper) header(ctx context.Context) error {
 	d.out.raw(",\n  \"Sustained\": ")
 	d.out.write(ub)
 	d.out.raw(",\n  \"DelFiles\": [")
-	var cursor []byte
 	first := true
-	for {
-		var files []store.DelFile
-		err := d.view(ctx, func(tx store.Tx) error {
-			var err error
-			files, cursor, err = tx.ScanDelFiles(cursor, batchSize)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("read files waiting for deletion: %w", err)
+	for _, f := range delFiles {
+		if !first {
+			d.out.raw(",")
 		}
-		for _, f := range files {
-			if !first {
-				d.out.raw(",")
-			}
-			first = false
-			b := d.out.buf[:0]
-			b = append(b, "\n    {\"inode\":"...)
-			b = strconv.AppendUint(b, uint64(f.Ino), 10)
-			b = append(b, ",\"length\":"...)
-			b = strconv.AppendUint(b, f.Length, 10)
-			b = append(b, ",\"expire\":"...)
-			b = strconv.AppendInt(b, f.Expire, 10)
-			b = append(b, '}')
-			d.out.buf = b
-			d.out.write(b)
-		}
-		if cursor == nil {
-			break
-		}
+		first = false
+		b := d.out.buf[:0]
+		b = append(b, "\n    {\"inode\":"...)
+		b = strconv.AppendUint(b, uint64(f.Ino), 10)
+		b = append(b, ",\"length\":"...)
+		b = strconv.AppendUint(b, f.Length, 10)
+		b = append(b, ",\"expire\":"...)
+		b = strconv.AppendInt(b, f.Expire, 10)
+		b = append(b, '}')
+		d.out.buf = b
+		d.out.write(b)
 	}
 	if !first {
 		d.out.raw("\n  ")

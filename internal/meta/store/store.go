@@ -185,7 +185,8 @@ type Tx interface {
 	LockedInodes(sid uint64) ([]Ino, error)
 	SetLockedInode(sid uint64, ino Ino, on bool)
 
-	// DelFiles returns up to limit files waiting for data deletion.
+	// DelFiles returns up to limit (<= 0: all) files waiting for data
+	// deletion.
 	DelFiles(limit int) ([]DelFile, error)
 	SetDelFile(f DelFile, on bool)
 	// DelSlices returns up to limit slices waiting for block deletion.
