@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -117,7 +118,7 @@ func runLoad(ctx context.Context, stdin io.Reader, out io.Writer, metaURL, file 
 	defer st.Close()
 	store.DisableCache(st) // each record is written once, and read by no one
 	bar := newByteBar("loaded", total)
-	o.Progress = func(p dump.Progress) { bar.set(p.Entries, counted.n) }
+	o.Progress = func(p dump.Progress) { bar.set(p.Entries, counted.n.Load()) }
 	rep, err := dump.Load(ctx, st, zr, o)
 	bar.finish()
 	if err != nil {
@@ -173,14 +174,15 @@ func unsealBackup(in io.Reader, keyFile, algo string) ([]byte, error) {
 	return plain, nil
 }
 
-// countReader counts the bytes read through it.
+// countReader counts the bytes read through it; a decompressor may read
+// on a goroutine of its own while the progress bar reads the count.
 type countReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
