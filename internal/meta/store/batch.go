@@ -166,15 +166,8 @@ type BulkWriter interface {
 // leave part of b stored; a loader that must be all or nothing removes
 // what it wrote).
 func WriteBulk(ctx context.Context, st Store, b *Bulk) error {
-	for s := st; s != nil; {
-		if w, ok := s.(BulkWriter); ok {
-			return w.WriteBulk(ctx, b)
-		}
-		u, ok := s.(Unwrapper)
-		if !ok {
-			break
-		}
-		s = u.Unwrap()
+	if w, ok := under[BulkWriter](st); ok {
+		return w.WriteBulk(ctx, b)
 	}
 	per := LimitsOf(st).MaxTxnOps
 	if per <= 0 {
@@ -226,15 +219,8 @@ type Analyzer interface {
 // AnalyzeAfterBulk refreshes the engine's statistics, where it keeps
 // any, after a series of WriteBulk.
 func AnalyzeAfterBulk(ctx context.Context, st Store) error {
-	for s := st; s != nil; {
-		if a, ok := s.(Analyzer); ok {
-			return a.Analyze(ctx)
-		}
-		u, ok := s.(Unwrapper)
-		if !ok {
-			break
-		}
-		s = u.Unwrap()
+	if a, ok := under[Analyzer](st); ok {
+		return a.Analyze(ctx)
 	}
 	return nil
 }
@@ -250,16 +236,8 @@ type CacheDisabler interface {
 
 // DisableCache disables st's cache where it has one (see CacheDisabler).
 func DisableCache(st Store) {
-	for s := st; s != nil; {
-		if c, ok := s.(CacheDisabler); ok {
-			c.DisableCache()
-			return
-		}
-		u, ok := s.(Unwrapper)
-		if !ok {
-			return
-		}
-		s = u.Unwrap()
+	if c, ok := under[CacheDisabler](st); ok {
+		c.DisableCache()
 	}
 }
 
@@ -267,6 +245,23 @@ func DisableCache(st Store) {
 // Store it decorates.
 type Unwrapper interface {
 	Unwrap() Store
+}
+
+// under returns the first of st and the stores it decorates (see
+// Unwrapper) that implements T.
+func under[T any](st Store) (T, bool) {
+	for s := st; s != nil; {
+		if t, ok := s.(T); ok {
+			return t, true
+		}
+		u, ok := s.(Unwrapper)
+		if !ok {
+			break
+		}
+		s = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }
 
 // SortXattrs sorts a list of attributes by name, for BatchReader
