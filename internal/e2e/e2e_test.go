@@ -69,7 +69,14 @@ type result struct {
 
 func sluice(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(sluiceBin, args...)
+	return run(t, sluiceBin, args...)
+}
+
+// run runs the program bin with args and returns its output and exit
+// code; it fails t when bin does not run at all.
+func run(t *testing.T, bin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -77,7 +84,7 @@ func sluice(t *testing.T, args ...string) result {
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("run sluice %v: %v", args, err)
+		t.Fatalf("run %s %v: %v", filepath.Base(bin), args, err)
 	}
 	return r
 }

@@ -64,17 +64,7 @@ func juicefsPeer(t *testing.T) string {
 // juicefs runs the JuiceFS binary with args.
 func juicefs(t *testing.T, bin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run juicefs %v: %v", args, err)
-	}
-	return r
+	return run(t, bin, args...)
 }
 
 func mustJuicefs(t *testing.T, bin string, args ...string) string {
