@@ -122,7 +122,7 @@ func (d *dumper) run(ctx context.Context) error {
 	if !d.opts.SkipTrash && d.opts.Subdir == "" {
 		var has bool
 		err := d.view(ctx, func(tx store.Tx) error {
-			_, err := tx.Node(TrashIno)
+			_, err := tx.Node(meta.TrashIno)
 			has = err == nil
 			if errors.Is(err, store.ErrNotFound) {
 				err = nil
@@ -134,7 +134,7 @@ func (d *dumper) run(ctx context.Context) error {
 		}
 		if has {
 			d.out.raw(",\n  \"Trash\": ")
-			if err := d.tree(ctx, TrashIno, false); err != nil {
+			if err := d.tree(ctx, meta.TrashIno, false); err != nil {
 				return err
 			}
 		}
@@ -160,8 +160,8 @@ func (d *dumper) header(ctx context.Context) error {
 		for _, x := range []struct {
 			name string
 			v    *int64
-		}{{counterUsedSpace, &c.UsedSpace}, {counterUsedInodes, &c.UsedInodes}, {counterNextInode, &c.NextInode},
-			{counterNextChunk, &c.NextChunk}, {counterNextSession, &c.NextSession}} {
+		}{{meta.CounterUsedSpace, &c.UsedSpace}, {meta.CounterUsedInodes, &c.UsedInodes}, {meta.CounterNextInode, &c.NextInode},
+			{meta.CounterNextSlice, &c.NextChunk}, {meta.CounterNextSession, &c.NextSession}} {
 			if *x.v, err = tx.Counter(x.name); err != nil {
 				return fmt.Errorf("read counter %s: %w", x.name, err)
 			}
@@ -422,7 +422,7 @@ func (d *dumper) walkDir(ctx context.Context, dir store.Ino, level int, skipTras
 			return emit(j)
 		}
 		for _, e := range edges {
-			if skipTrash && dir == store.RootIno && e.Ino == TrashIno {
+			if skipTrash && dir == store.RootIno && e.Ino == meta.TrashIno {
 				continue
 			}
 			if e.Type != store.TypeDir {

@@ -67,7 +67,7 @@ func (l *loader) entry(it *jsoniter.Iterator, name []byte, parent store.Ino, whe
 			}
 		case "posix_acl_access", "posix_acl_default":
 			var a dumpACL
-			a.Mask = aclNoMask
+			a.Mask = meta.ACLNoMask
 			it.ReadVal(&a)
 			if l.iterErr(it, key) {
 				return false
@@ -304,8 +304,8 @@ func (l *loader) openDir(n *store.Node, name []byte, parent store.Ino, where int
 	case topTree:
 		n.Ino, n.Parent = store.RootIno, store.RootIno
 	case topTrash:
-		if n.Ino != TrashIno {
-			l.failf("the trash has inode %d, not %d", n.Ino, TrashIno)
+		if n.Ino != meta.TrashIno {
+			l.failf("the trash has inode %d, not %d", n.Ino, meta.TrashIno)
 			return nil
 		}
 		// Written when its entries are read (see closeDir): JuiceFS
@@ -316,7 +316,7 @@ func (l *loader) openDir(n *store.Node, name []byte, parent store.Ino, where int
 		if !l.checkName(name) {
 			return nil
 		}
-		if parent == TrashIno {
+		if parent == meta.TrashIno {
 			ino, ok := trashHourIno(name)
 			if !ok {
 				l.failf("a trash directory not named YYYY-MM-DD-HH")
@@ -480,11 +480,7 @@ func (l *loader) ref(s store.Slice) {
 // charge counts an inode in the usage, as the core charges it.
 func (l *loader) charge(n *store.Node) {
 	l.inodes++
-	if n.Type == store.TypeFile && n.Length > 0 {
-		l.space += int64((n.Length + 4095) &^ 4095)
-	} else {
-		l.space += 4096
-	}
+	l.space += meta.SpaceOf(n)
 	l.maxIno = max(l.maxIno, n.Ino)
 }
 

@@ -36,9 +36,6 @@ const dumpFlags = meta.FlagImmutable | meta.FlagAppend | flagSkipTrash
 // keeps it so that a round trip loses nothing.
 const flagSkipTrash = 32
 
-// TrashIno is the inode of the trash root, the same in both systems.
-const TrashIno = meta.TrashIno
-
 // appendAttr appends n as an attr object on one line, fields in the order
 // of the spec.
 func appendAttr(b []byte, n *store.Node) []byte {
@@ -121,15 +118,7 @@ type Counters struct {
 	LastChangelog     int64 `json:"lastChangelog,omitempty"`
 }
 
-// Store counter names of the counters a dump carries.
-const (
-	counterNextInode   = "nextInode"
-	counterNextChunk   = "nextChunk"
-	counterNextSession = "nextSession"
-	counterUsedSpace   = "usedSpace"
-	counterUsedInodes  = "usedInodes"
-	// counterLoading marks a store a load is filling: set before the
-	// first record, cleared with the settings written last. A store
-	// with it and no settings holds an interrupted load.
-	counterLoading = "loadInProgress"
-)
+// counterLoading marks a store a load is filling: set before the first
+// record, cleared with the settings written last. A store with it and no
+// settings holds an interrupted load.
+const counterLoading = "loadInProgress"

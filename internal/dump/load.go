@@ -330,35 +330,13 @@ func (l *loader) run(r io.Reader) error {
 			}
 			dumped = readCounters(raw)
 			l.rep.Dumped = dumped
-		case "Sustained", "DelFiles":
-			n := 0
-			it.ReadArrayCB(func(it *jsoniter.Iterator) bool {
-				n++
-				it.Skip()
-				return true
-			})
+		case "Sustained", "DelFiles", "Quotas", "UserQuotas", "GroupQuotas", "DirQuotas":
+			n := skipCount(it)
 			if l.iterErr(it, key) {
 				return false
 			}
 			if n > 0 {
-				what := "files kept open after unlink (Sustained): their sessions do not move with the volume"
-				if key == "DelFiles" {
-					what = "files waiting for data deletion (DelFiles): run sluice gc --delete to reclaim their objects"
-				}
-				l.dropped[what] += int64(n)
-			}
-		case "Quotas", "UserQuotas", "GroupQuotas", "DirQuotas":
-			n := 0
-			it.ReadMapCB(func(it *jsoniter.Iterator, _ string) bool {
-				n++
-				it.Skip()
-				return true
-			})
-			if l.iterErr(it, key) {
-				return false
-			}
-			if n > 0 {
-				l.dropped[key+" (Sluice has no quotas yet)"] += int64(n)
+				l.dropped[droppedWhy[key]] += int64(n)
 			}
 		case "FSTree":
 			if l.haveTree {
@@ -403,6 +381,37 @@ func (l *loader) run(r io.Reader) error {
 		return errors.New("bad dump: no Setting (the volume's settings)")
 	}
 	return nil
+}
+
+// droppedWhy says why the load does not carry over what a top-level key
+// holds.
+var droppedWhy = map[string]string{
+	"Sustained":   "files kept open after unlink (Sustained): their sessions do not move with the volume",
+	"DelFiles":    "files waiting for data deletion (DelFiles): run sluice gc --delete to reclaim their objects",
+	"Quotas":      "Quotas (Sluice has no quotas yet)",
+	"UserQuotas":  "UserQuotas (Sluice has no quotas yet)",
+	"GroupQuotas": "GroupQuotas (Sluice has no quotas yet)",
+	"DirQuotas":   "DirQuotas (Sluice has no quotas yet)",
+}
+
+// skipCount skips an array or object and returns how many elements or
+// members it had.
+func skipCount(it *jsoniter.Iterator) int {
+	n := 0
+	if it.WhatIsNext() == jsoniter.ObjectValue {
+		it.ReadMapCB(func(it *jsoniter.Iterator, _ string) bool {
+			n++
+			it.Skip()
+			return true
+		})
+		return n
+	}
+	it.ReadArrayCB(func(it *jsoniter.Iterator) bool {
+		n++
+		it.Skip()
+		return true
+	})
+	return n
 }
 
 // readCounters reads the Counters object, accepting the names of every
@@ -532,11 +541,11 @@ func (l *loader) finish() error {
 			return err
 		}
 		tx.SetNode(root)
-		tx.SetCounter(counterUsedSpace, c.UsedSpace)
-		tx.SetCounter(counterUsedInodes, c.UsedInodes)
-		tx.SetCounter(counterNextInode, c.NextInode)
-		tx.SetCounter(counterNextChunk, c.NextChunk)
-		tx.SetCounter(counterNextSession, c.NextSession)
+		tx.SetCounter(meta.CounterUsedSpace, c.UsedSpace)
+		tx.SetCounter(meta.CounterUsedInodes, c.UsedInodes)
+		tx.SetCounter(meta.CounterNextInode, c.NextInode)
+		tx.SetCounter(meta.CounterNextSlice, c.NextChunk)
+		tx.SetCounter(meta.CounterNextSession, c.NextSession)
 		tx.SetCounter(counterLoading, 0)
 		tx.SetSetting(setting)
 		return nil
@@ -599,5 +608,5 @@ func trashHourIno(name []byte) (store.Ino, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return TrashIno + 1 + store.Ino(t.Unix()/3600), true
+	return meta.TrashHourIno(t), true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
@@ -166,7 +167,7 @@ func wipe(ctx context.Context, st store.Store) error {
 		}
 	}
 	return st.Update(ctx, func(tx store.Tx) error {
-		for _, c := range []string{counterUsedSpace, counterUsedInodes, counterNextInode, counterNextChunk, counterNextSession} {
+		for _, c := range []string{meta.CounterUsedSpace, meta.CounterUsedInodes, meta.CounterNextInode, meta.CounterNextSlice, meta.CounterNextSession} {
 			tx.SetCounter(c, 0)
 		}
 		return nil

@@ -137,6 +137,16 @@ func touchCtime(n *Attr, sec int64, nsec uint32) {
 	n.Ctime, n.Ctimensec = sec, nsec
 }
 
+// SpaceOf is the space an inode is charged in the volume's usage: its
+// length rounded up to 4 KiB for a file, at least 4 KiB; 4 KiB for the
+// others.
+func SpaceOf(n *Attr) int64 {
+	if n.Type == store.TypeFile {
+		return align4K(n.Length)
+	}
+	return align4K(0)
+}
+
 // align4K is the space a file of length bytes is charged.
 func align4K(length uint64) int64 {
 	if length == 0 {

@@ -3,6 +3,7 @@ package meta
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"syscall"
 
@@ -266,4 +267,69 @@ func inheritACL(tx store.Tx, parent, n *Attr, mode, umask uint16) error {
 		setACL(tx, n, XattrACLAccess, access)
 	}
 	return nil
+}
+
+// ACLNoMask is the Mask of an ACLRule without a mask entry.
+const ACLNoMask = 0xFFFF
+
+// ACLRule is an ACL by class, the form other systems exchange it in (the
+// dump format): the permissions (0..7) of the owner, the owning group,
+// others and the mask (ACLNoMask when there is none), and of named users
+// and groups.
+type ACLRule struct {
+	Owner, Group, Other, Mask uint16
+	Users, Groups             []ACLEntry
+}
+
+// ACLEntry is the permission of one named user or group.
+type ACLEntry struct {
+	ID   uint32
+	Perm uint16
+}
+
+// DecodeACL decodes and checks the xattr form of an ACL.
+func DecodeACL(b []byte) (*ACLRule, error) {
+	a, err := parseACL(b)
+	if err != nil || len(a) == 0 {
+		return nil, fmt.Errorf("corrupt ACL (%d bytes)", len(b))
+	}
+	r := &ACLRule{Mask: ACLNoMask}
+	for _, e := range a {
+		switch e.tag {
+		case aclUserObj:
+			r.Owner = e.perm
+		case aclGroupObj:
+			r.Group = e.perm
+		case aclOther:
+			r.Other = e.perm
+		case aclMask:
+			r.Mask = e.perm
+		case aclUser:
+			r.Users = append(r.Users, ACLEntry{e.id, e.perm})
+		case aclGroup:
+			r.Groups = append(r.Groups, ACLEntry{e.id, e.perm})
+		}
+	}
+	return r, nil
+}
+
+// Encode returns the xattr form of r, as SetXattr stores it, after the
+// checks SetXattr makes (each permission 0..7, a mask when there are
+// named entries, no name twice).
+func (r *ACLRule) Encode() ([]byte, error) {
+	a := acl{{tag: aclUserObj, perm: r.Owner}, {tag: aclGroupObj, perm: r.Group}, {tag: aclOther, perm: r.Other}}
+	if r.Mask != ACLNoMask {
+		a = append(a, aclEntry{tag: aclMask, perm: r.Mask})
+	}
+	for _, u := range r.Users {
+		a = append(a, aclEntry{tag: aclUser, perm: u.Perm, id: u.ID})
+	}
+	for _, g := range r.Groups {
+		a = append(a, aclEntry{tag: aclGroup, perm: g.Perm, id: g.ID})
+	}
+	checked, err := parseACL(a.encode())
+	if err != nil {
+		return nil, errors.New("invalid ACL: permissions must be 0..7, named entries need a mask, and no name may appear twice")
+	}
+	return checked.encode(), nil
 }

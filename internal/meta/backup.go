@@ -26,19 +26,28 @@ func (c *Client) BackupLease(ctx context.Context, interval time.Duration) (time.
 	if c.conf.ReadOnly {
 		return time.Time{}, false, nil
 	}
+	return c.lease(ctx, counterLastBackup, interval)
+}
+
+// lease takes a volume-wide lease kept in counter: when the time it holds
+// (unix seconds, the lease's last start by any client) is interval or
+// more ago, was never set, or is in the future (a client whose clock ran ahead), it is
+// advanced to now in one transaction, so of several clients trying at
+// once exactly one wins. When it wins it returns the time it stored.
+func (c *Client) lease(ctx context.Context, counter string, interval time.Duration) (time.Time, bool, error) {
 	var won bool
 	var now int64
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		won = false
 		now = c.conf.Now().Unix()
-		last, err := tx.Counter(counterLastBackup)
+		last, err := tx.Counter(counter)
 		if err != nil {
 			return err
 		}
 		if d := now - last; last != 0 && d >= 0 && d < int64(interval/time.Second) {
 			return nil
 		}
-		tx.SetCounter(counterLastBackup, now)
+		tx.SetCounter(counter, now)
 		won = true
 		return nil
 	})

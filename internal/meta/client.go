@@ -31,13 +31,14 @@ const RootIno = store.RootIno
 // ChunkSize is the size of the file range one slice list describes.
 const ChunkSize = 64 << 20
 
-// Counter names.
+// Counter names, which tools working on a whole volume (dump, load) read
+// and write too.
 const (
-	counterNextInode   = "nextInode"
-	counterNextSlice   = "nextChunk"
-	counterNextSession = "nextSession"
-	counterUsedSpace   = "usedSpace"
-	counterUsedInodes  = "usedInodes"
+	CounterNextInode   = "nextInode"
+	CounterNextSlice   = "nextChunk"
+	CounterNextSession = "nextSession"
+	CounterUsedSpace   = "usedSpace"
+	CounterUsedInodes  = "usedInodes"
 )
 
 // Config tunes a Client.
@@ -209,9 +210,9 @@ func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool,
 				Atime: now.Unix(), Mtime: now.Unix(), Ctime: now.Unix(),
 				Atimensec: uint32(now.Nanosecond()), Mtimensec: uint32(now.Nanosecond()), Ctimensec: uint32(now.Nanosecond()),
 				Length: 4096, Parent: RootIno})
-			tx.SetCounter(counterNextInode, 2)
-			tx.SetCounter(counterNextSlice, 1)
-			tx.SetCounter(counterNextSession, 1)
+			tx.SetCounter(CounterNextInode, 2)
+			tx.SetCounter(CounterNextSlice, 1)
+			tx.SetCounter(CounterNextSession, 1)
 		} else {
 			return err
 		}
@@ -321,7 +322,7 @@ func (c *Client) registerSession(ctx context.Context) error {
 		info.Started = c.conf.Now().Unix()
 	}
 	return c.st.Update(ctx, func(tx store.Tx) error {
-		n, err := tx.Counter(counterNextSession)
+		n, err := tx.Counter(CounterNextSession)
 		if err != nil {
 			return err
 		}
@@ -335,7 +336,7 @@ func (c *Client) registerSession(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		tx.SetCounter(counterNextSession, n+1)
+		tx.SetCounter(CounterNextSession, n+1)
 		c.sid = uint64(n)
 		c.orphanAcked = round
 		seen, err := c.readSessions(tx, n+1)
@@ -400,13 +401,13 @@ func (c *Client) allocate(ctx context.Context, p *idPool, counter string, n uint
 }
 
 func (c *Client) newIno(ctx context.Context) (Ino, error) {
-	id, err := c.allocate(ctx, &c.inodes, counterNextInode, 128)
+	id, err := c.allocate(ctx, &c.inodes, CounterNextInode, 128)
 	return Ino(id), err
 }
 
 // NewSliceID returns a volume-wide unique slice id.
 func (c *Client) NewSliceID(ctx context.Context) (uint64, error) {
-	return c.allocate(ctx, &c.slices, counterNextSlice, 256)
+	return c.allocate(ctx, &c.slices, CounterNextSlice, 256)
 }
 
 func (c *Client) flushUsage(ctx context.Context) error {
@@ -417,16 +418,16 @@ func (c *Client) flushUsage(ctx context.Context) error {
 		return nil
 	}
 	err := c.st.Update(ctx, func(tx store.Tx) error {
-		s, err := tx.Counter(counterUsedSpace)
+		s, err := tx.Counter(CounterUsedSpace)
 		if err != nil {
 			return err
 		}
-		i, err := tx.Counter(counterUsedInodes)
+		i, err := tx.Counter(CounterUsedInodes)
 		if err != nil {
 			return err
 		}
-		tx.SetCounter(counterUsedSpace, s+space)
-		tx.SetCounter(counterUsedInodes, i+inodes)
+		tx.SetCounter(CounterUsedSpace, s+space)
+		tx.SetCounter(CounterUsedInodes, i+inodes)
 		return nil
 	})
 	if err != nil {

@@ -79,7 +79,7 @@ func (c *Client) othersMayHold(tx store.Tx, r *removal) (bool, error) {
 	if r.others != 0 {
 		return r.others > 0, nil
 	}
-	next, err := tx.Counter(counterNextSession)
+	next, err := tx.Counter(CounterNextSession)
 	if err != nil {
 		return false, err
 	}
@@ -129,7 +129,7 @@ func (c *Client) refreshSessions(ctx context.Context) error {
 	// An Update, though it writes nothing: its reads are checked at
 	// commit, so the counter and the list belong together.
 	err := c.st.Update(ctx, func(tx store.Tx) error {
-		next, err := tx.Counter(counterNextSession)
+		next, err := tx.Counter(CounterNextSession)
 		if err != nil {
 			return err
 		}

@@ -21,10 +21,10 @@ type StatFS struct {
 // this client's deltas not yet flushed. Inside a transaction it may miss
 // deltas a concurrent flush is committing; usage does not.
 func (c *Client) usageTx(tx store.Tx) (space, inodes int64, err error) {
-	if space, err = tx.Counter(counterUsedSpace); err != nil {
+	if space, err = tx.Counter(CounterUsedSpace); err != nil {
 		return 0, 0, err
 	}
-	if inodes, err = tx.Counter(counterUsedInodes); err != nil {
+	if inodes, err = tx.Counter(CounterUsedInodes); err != nil {
 		return 0, 0, err
 	}
 	return space + c.usedSpace.Load(), inodes + c.usedInodes.Load(), nil

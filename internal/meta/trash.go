@@ -102,11 +102,14 @@ func ensureTrashTx(tx store.Tx, now time.Time) error {
 	return nil
 }
 
+// TrashHourIno is the inode of the trash directory of the hour of t.
+func TrashHourIno(t time.Time) Ino { return TrashIno + 1 + Ino(t.Unix()/3600) }
+
 // trashHourDirTx returns the hour directory for now, creating it (and the
 // trash) stamped now when missing.
 func trashHourDirTx(tx store.Tx, now time.Time) (Ino, error) {
 	t := now.UTC()
-	ino := TrashIno + 1 + Ino(t.Unix()/3600)
+	ino := TrashHourIno(t)
 	if _, err := tx.Node(ino); err == nil {
 		return ino, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -256,21 +259,7 @@ func (c *Client) removeTrashDirTx(tx store.Tx, hour store.Edge) error {
 // start time is read and advanced in one transaction, so of several
 // clients trying at once exactly one wins.
 func (c *Client) cleanTrashLease(ctx context.Context) (bool, error) {
-	var won bool
-	err := c.st.Update(ctx, func(tx store.Tx) error {
-		won = false
-		now := c.conf.Now().Unix()
-		last, err := tx.Counter(counterTrashClean)
-		if err != nil {
-			return err
-		}
-		if d := now - last; d >= 0 && d < int64(trashCheckInterval/time.Second) {
-			return nil
-		}
-		tx.SetCounter(counterTrashClean, now)
-		won = true
-		return nil
-	})
+	_, won, err := c.lease(ctx, counterTrashClean, trashCheckInterval)
 	return won, err
 }
 

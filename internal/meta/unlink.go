@@ -135,11 +135,7 @@ func (c *Client) destroy(tx store.Tx, n *Attr, r *removal) error {
 		return nil // trash directories are not counted
 	}
 	r.inodes++
-	if n.Type == store.TypeFile {
-		r.space += align4K(n.Length)
-	} else {
-		r.space += align4K(0)
-	}
+	r.space += SpaceOf(n)
 	return nil
 }
 

@@ -8,7 +8,6 @@ package dumptest
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -141,8 +140,14 @@ func Fill(t *testing.T, st store.Store) {
 	must("xattr", c.SetXattr(ctx, small, "user.tag", []byte("x y"), 0))
 	must("xattr", c.SetXattr(ctx, small, "user.bin", []byte{0, 1, 0xff, '%', '"'}, 0))
 	must("xattr", c.SetXattr(ctx, a, "user.dir", []byte("on a dir"), 0))
-	must("acl", c.SetXattr(ctx, b, meta.XattrACLAccess, aclXattr([3]uint32{1, 7, 0}, [3]uint32{2, 5, 1234}, [3]uint32{4, 5, 0}, [3]uint32{0x10, 5, 0}, [3]uint32{0x20, 1, 0}), 0))
-	must("acl", c.SetXattr(ctx, b, meta.XattrACLDefault, aclXattr([3]uint32{1, 7, 0}, [3]uint32{4, 5, 0}, [3]uint32{8, 6, 99}, [3]uint32{0x10, 7, 0}, [3]uint32{0x20, 0, 0}), 0))
+	acl := func(r meta.ACLRule) []byte {
+		t.Helper()
+		x, err := r.Encode()
+		must("encode ACL", err)
+		return x
+	}
+	must("acl", c.SetXattr(ctx, b, meta.XattrACLAccess, acl(meta.ACLRule{Owner: 7, Group: 5, Other: 1, Mask: 5, Users: []meta.ACLEntry{{ID: 1234, Perm: 5}}}), 0))
+	must("acl", c.SetXattr(ctx, b, meta.XattrACLDefault, acl(meta.ACLRule{Owner: 7, Group: 5, Other: 0, Mask: 7, Groups: []meta.ACLEntry{{ID: 99, Perm: 6}}}), 0))
 
 	_, err = c.SetAttr(ctx, suid, meta.SetUid|meta.SetGid|meta.SetAtime|meta.SetMtime,
 		&meta.Attr{Uid: 1000, Gid: 2000, Atime: 1700000000, Atimensec: 5, Mtime: 1600000000, Mtimensec: 999999999})
@@ -158,19 +163,8 @@ func Fill(t *testing.T, st store.Store) {
 	doomed := file(a, "doomed")
 	write(doomed, 0, slice(0, 3000))
 	must("unlink", c.Unlink(ctx, a, []byte("doomed")))
-	hour := meta.TrashIno + 1 + meta.Ino(clock.Unix()/3600)
+	hour := meta.TrashHourIno(clock)
 	must("unlink from the trash", c.Unlink(ctx, hour, []byte(fmt.Sprintf("%d-%d-doomed", a, doomed))))
-}
-
-// aclXattr encodes ACL entries (tag, perm, id) in the xattr form.
-func aclXattr(entries ...[3]uint32) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, 2)
-	for _, e := range entries {
-		b = binary.LittleEndian.AppendUint16(b, uint16(e[0]))
-		b = binary.LittleEndian.AppendUint16(b, uint16(e[1]))
-		b = binary.LittleEndian.AppendUint32(b, e[2])
-	}
-	return b
 }
 
 // Dump dumps st and fails t on error.
