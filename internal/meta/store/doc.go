@@ -128,10 +128,23 @@
 //
 // An engine grows through small optional interfaces found by type
 // assertion, each with a fallback for engines without it, in the manner
-// of database/sql/driver: Limiter (fallback: the zero Limits, no bound and
-// full isolation). A Store
-// decorator forwards them (meta's operation-timeout decorator forwards
-// Limiter). Below the typed transaction, kvstore has its own (kvstore.Lister,
+// of database/sql/driver:
+//
+//   - Limiter (fallback: the zero Limits, no bound, full isolation, a
+//     snapshot in View);
+//   - BatchReader, on a Tx: the chunks, symlinks and extended attributes
+//     of many inodes in few round trips (fallback: per-record reads, see
+//     ReadChunks, ReadSymlinks, ReadXattrs);
+//   - BulkWriter: many new records at once, atomically (fallback:
+//     Updates within Limits, see WriteBulk);
+//   - Analyzer: refresh a query planner's statistics after bulk writes
+//     (fallback: nothing);
+//   - CacheDisabler: stop a client-side cache for a handle that reads
+//     each record once (fallback: nothing).
+//
+// A Store decorator forwards Limiter, and implements Unwrapper so that
+// the others, whose promises it cannot make for every engine, are found
+// on the engine under it (meta's operation-timeout decorator does both). Below the typed transaction, kvstore has its own (kvstore.Lister,
 // kvstore.Limiter, kvstore.MultiScanner).
 //
 // # Conformance
