@@ -154,6 +154,7 @@ type Store struct {
 	buffers  *budget
 	staged   *stagedUploads // nil with memory only
 	prefetch *prefetcher
+	readers  *readGuard // reads a deletion waits for
 }
 
 // Open returns a Store over obj, which already applies the volume's prefix
@@ -201,6 +202,7 @@ func newStore(obj object.Store, conf Config) *Store {
 		mem:     cache.NewMemory(conf.MemoryCacheSize),
 		uploads: make(chan struct{}, conf.MaxUploads),
 		buffers: newBudget(conf.BufferSize),
+		readers: newReadGuard(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -335,8 +337,13 @@ func (s *Store) cached(key string, want int) ([]byte, bool) {
 }
 
 // ReadSlice fills p with the bytes of slice id (size bytes long) starting
-// at offset off.
+// at offset off. A deletion of the slice through this Store waits for it.
 func (s *Store) ReadSlice(ctx context.Context, id uint64, size uint32, off uint32, p []byte) error {
+	defer s.readers.leave(s.readers.enter())
+	return s.readSlice(ctx, id, size, off, p)
+}
+
+func (s *Store) readSlice(ctx context.Context, id uint64, size uint32, off uint32, p []byte) error {
 	if uint64(off)+uint64(len(p)) > uint64(size) {
 		return fmt.Errorf("read of slice %d past its end (%d+%d > %d)", id, off, len(p), size)
 	}
@@ -357,8 +364,14 @@ func (s *Store) ReadSlice(ctx context.Context, id uint64, size uint32, off uint3
 // Delete removes all blocks of slice id of size bytes from the object
 // store, the caches and staging. A staged block's upload is cancelled and
 // waited for first, so it cannot store the block after the deletion.
-// Missing blocks are not an error, so a deletion may be repeated.
+// Missing blocks are not an error, so a deletion may be repeated. It
+// first waits for the reads through this Store that began before it (see
+// readGuard), so a read of this mount never finds a block deleted under
+// it.
 func (s *Store) Delete(ctx context.Context, id uint64, size uint32) error {
+	if err := s.readers.wait(ctx); err != nil {
+		return fmt.Errorf("delete slice %d: wait for reads: %w", id, err)
+	}
 	n := (int(size) + s.conf.BlockSize - 1) / s.conf.BlockSize
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.conf.MaxUploads)

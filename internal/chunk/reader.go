@@ -16,8 +16,11 @@ type SliceSource interface {
 var _ SliceSource = (*meta.Client)(nil)
 
 // ReadFile fills p with the committed content of file ino at offset off.
-// The caller limits p to the file's length; holes read as zeros.
+// The caller limits p to the file's length; holes read as zeros. The
+// deletion of a slice through this Store waits for the reads that began
+// before it, so a list src returned stays readable until ReadFile returns.
 func (s *Store) ReadFile(ctx context.Context, src SliceSource, ino meta.Ino, p []byte, off uint64) error {
+	defer s.readers.leave(s.readers.enter())
 	for len(p) > 0 {
 		idx := uint32(off / meta.ChunkSize)
 		start := uint32(off % meta.ChunkSize)
@@ -32,7 +35,7 @@ func (s *Store) ReadFile(ctx context.Context, src SliceSource, ino meta.Ino, p [
 				clear(dst)
 				continue
 			}
-			if err := s.ReadSlice(ctx, g.Slice.Id, g.Slice.Size, g.SliceOff(), dst); err != nil {
+			if err := s.readSlice(ctx, g.Slice.Id, g.Slice.Size, g.SliceOff(), dst); err != nil {
 				return err
 			}
 		}

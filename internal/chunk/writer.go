@@ -104,32 +104,90 @@ func (w *FileWriter) Write(ctx context.Context, p []byte, off uint64) error {
 }
 
 func (w *FileWriter) writeChunkLocked(ctx context.Context, idx, pos uint32, p []byte) error {
-	bs := w.s.conf.BlockSize
 	list := w.mu.chunks[idx]
-	var sl, last *wslice
-	if len(list) > 0 {
-		last = list[len(list)-1]
-		writable := pos >= last.pos+uint32(last.started*bs) && pos <= last.pos+last.length
-		if !last.frozen && writable {
-			sl = last
-		}
-	}
+	end := pos + uint32(len(p))
+	sl := w.writableLocked(list, pos, end)
 	if sl == nil {
 		now := time.Now()
+		var last *wslice
+		if len(list) > 0 {
+			last = list[len(list)-1]
+		}
 		sl = &wslice{idx: idx, pos: pos, prev: last, done: make(chan struct{}), created: now, touched: now}
-		w.mu.chunks[idx] = append(list, sl)
+		list = append(list, sl)
+		w.mu.chunks[idx] = list
 	}
 	w.copyIn(sl, pos-sl.pos, p)
 	sl.touched = time.Now()
+	w.dropCoveredLocked(idx, sl, pos, end)
 	if sl.pos+sl.length == meta.ChunkSize {
 		w.finishLocked(sl)
 		return nil
 	}
 	// Upload blocks a sequential writer has completed.
-	if full := int(sl.length) / bs; full > sl.started && pos+uint32(len(p)) == sl.pos+sl.length {
+	if full := int(sl.length) / w.s.conf.BlockSize; full > sl.started && end == sl.pos+sl.length {
 		return w.startUploads(ctx, sl, full)
 	}
 	return nil
+}
+
+// writableLocked returns the pending slice of list that a write of
+// [pos, end) of its chunk goes into, or nil when it needs a new one: the
+// newest slice still open whose unuploaded part the write starts in or
+// continues, provided no newer pending slice overlaps the write (which
+// must stay on top of it). So a writer that overwrites what it has just
+// written, or comes back to continue an earlier run, fills buffers it
+// already has instead of uploading more slices.
+func (w *FileWriter) writableLocked(list []*wslice, pos, end uint32) *wslice {
+	bs := uint32(w.s.conf.BlockSize)
+	for i := len(list) - 1; i >= 0; i-- {
+		x := list[i]
+		if !x.frozen && pos >= x.pos+uint32(x.started)*bs && pos <= x.pos+x.length {
+			return x
+		}
+		if pos < x.pos+x.length && end > x.pos {
+			return nil
+		}
+	}
+	return nil
+}
+
+// dropCoveredLocked drops the pending slices of chunk idx older than sl
+// that the write of [pos, end) into sl covers whole and that have not
+// started uploading: nothing will ever read them.
+func (w *FileWriter) dropCoveredLocked(idx uint32, sl *wslice, pos, end uint32) {
+	list := w.mu.chunks[idx]
+	kept := list[:0]
+	var dropped []*wslice
+	for _, x := range list {
+		if x == sl {
+			kept = append(kept, list[len(kept)+len(dropped):]...)
+			break
+		}
+		if !x.frozen && x.started == 0 && x.pos >= pos && x.pos+x.length <= end {
+			dropped = append(dropped, x)
+			continue
+		}
+		kept = append(kept, x)
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	clear(list[len(kept):])
+	w.mu.chunks[idx] = kept
+	gone := map[*wslice]bool{}
+	for _, x := range dropped {
+		gone[x] = true
+	}
+	for _, y := range kept {
+		for gone[y.prev] {
+			y.prev = y.prev.prev
+		}
+	}
+	for _, x := range dropped {
+		w.s.buffers.release(int64(len(x.blocks) * w.s.conf.BlockSize))
+		close(x.done)
+	}
 }
 
 // copyIn writes p at offset off of slice sl, growing its blocks.

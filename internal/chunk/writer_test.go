@@ -68,7 +68,12 @@ func TestWriteRoundTrip(t *testing.T) {
 			seq(300_010, 200_000, 30_000)), 2},
 		{"backwards writes", []op{{off: 4 * bs, n: bs}, {off: 3 * bs, n: bs}, {off: 2*bs + 7, n: bs},
 			{off: 0, n: bs + 100}}, 4},
-		{"gap then fill", []op{{off: 0, n: 1000}, {off: 5000, n: 1000}, {off: 1000, n: 4000}}, 3},
+		{"gap then fill", []op{{off: 0, n: 1000}, {off: 5000, n: 1000}, {off: 1000, n: 4000}}, 2}, // the fill continues the first
+		{"fill over a newer slice", []op{{off: 0, n: 1000}, {off: 5000, n: 1000}, {off: 1000, n: 4500}}, 3},
+		{"buffered slices covered by a later write",
+			[]op{{off: 100, n: 1000}, {off: 5000, n: 1000}, {off: 3000, n: 500}, {off: 0, n: 8000}, {off: 20, n: 30}}, 1},
+		{"covered after an upload began", // the first slice's block 0 is uploading: it stays
+			[]op{{off: 0, n: bs + 10}, {off: 2 * bs, n: 10}, {off: 0, n: 3 * bs}}, 2},
 		{"many flushes", []op{{off: 0, n: 10, flush: true}, {off: 10, n: 10, flush: true},
 			{off: 5, n: 10, flush: true}, {off: 0, n: 1, flush: true}}, 4},
 	}

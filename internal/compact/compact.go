@@ -1,14 +1,15 @@
-// Package compact rewrites fragmented chunks. Every write appends a slice
-// to its chunk's list and reads replay the whole list, so a file written
-// in many small pieces reads slowly and keeps overwritten bytes stored. A
-// Compactor reads a chunk's visible bytes (holes as zeros), stores them as
-// one new slice, and asks meta.Client.CompactChunk to swap the list in one
-// transaction, which succeeds only if the chunk did not change meanwhile.
-//
-// Choosing what to compact (Policy) is pure and apart from the IO. The
-// replaced slices are released through the normal reference-counted
-// deletion after Config.KeepOld, so readers that still replay the old
-// list (other mounts, until their next open) keep reading correct data.
+// Package compact rewrites chunks whose slice lists cost too much. Every
+// write appends a slice to its chunk's list, reads replay the whole list,
+// and a slice stays stored until nothing names it, so a file written in
+// many small pieces reads slowly and a file overwritten in place keeps the
+// overwritten bytes stored. Policy decides, from a list alone, what to
+// keep, what to drop and what to copy; a Compactor carries the plan out:
+// it copies the visible bytes of the slices to rewrite into one new slice
+// and asks meta.Client.CompactChunk to swap the list in one transaction,
+// which succeeds only if the list did not change meanwhile (but for slices
+// appended after it). The replaced slices are deleted at once:
+// chunk.Store.Delete waits for this mount's reads that may still use
+// them, and other mounts that find a block gone read the list again.
 package compact
 
 import (
@@ -17,68 +18,28 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"time"
 
 	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/object"
 )
-
-// Policy decides when a chunk is fragmented enough to compact.
-//
-// The defaults weigh what a long list costs (every read replays it from
-// the newest slice back, and a list of many small slices also means many
-// small objects) against what compaction costs (rewriting the whole
-// chunk): fsx, which fsyncs small writes all the time, spent a fifth of the
-// mount's CPU compacting with a threshold of 20 small slices. A chunk is due when it has MaxSlices slices, or more than
-// MinSlices of which at least half are shorter than SmallSlice.
-type Policy struct {
-	MaxSlices  int    // default 200
-	MinSlices  int    // default 50
-	SmallSlice uint32 // default 128 KiB
-}
-
-// Defaults fills unset fields.
-func (p *Policy) Defaults() {
-	if p.MaxSlices <= 0 {
-		p.MaxSlices = 200
-	}
-	if p.MinSlices <= 0 {
-		p.MinSlices = 50
-	}
-	if p.SmallSlice == 0 {
-		p.SmallSlice = 128 << 10
-	}
-}
-
-// Due reports whether a chunk with this slice list should be compacted.
-func (p Policy) Due(ss []meta.Slice) bool {
-	p.Defaults()
-	if len(ss) >= p.MaxSlices {
-		return true
-	}
-	if len(ss) <= p.MinSlices {
-		return false
-	}
-	small := 0
-	for _, s := range ss {
-		if s.Len < p.SmallSlice {
-			small++
-		}
-	}
-	return 2*small >= len(ss)
-}
 
 // Config tunes a Compactor.
 type Config struct {
-	Policy Policy
-	// KeepOld delays the release of replaced slices, so that readers
-	// holding the old list keep finding its blocks. Default 10 minutes;
-	// negative releases them at once.
-	KeepOld time.Duration
+	// Policy decides when chunks this mount writes are compacted
+	// (ChunkIfDue); Settle, when a chunk has been left alone (ChunkSettle).
+	// Defaults: Policy{} and SettlePolicy().
+	Policy, Settle *Policy
 	// Retries is how often a chunk that changed during compaction is
 	// read and tried again before it is skipped. Default 3.
 	Retries int
+	// Swapped, when set, is called after a chunk of ino got its new list
+	// and before the slices it replaced are deleted: a mount drops the
+	// lists it cached, so its later reads do not look for them.
+	Swapped func(ino meta.Ino)
 	// Logger receives a line per compacted chunk at debug level. Nil
 	// discards them.
 	Logger *slog.Logger
@@ -89,10 +50,15 @@ type Config struct {
 
 // Defaults fills unset fields.
 func (c *Config) Defaults() {
-	c.Policy.Defaults()
-	if c.KeepOld == 0 {
-		c.KeepOld = 10 * time.Minute
+	if c.Policy == nil {
+		c.Policy = &Policy{}
 	}
+	c.Policy.Defaults()
+	if c.Settle == nil {
+		p := SettlePolicy()
+		c.Settle = &p
+	}
+	c.Settle.Defaults()
 	if c.Retries <= 0 {
 		c.Retries = 3
 	}
@@ -103,17 +69,24 @@ func (c *Config) Defaults() {
 
 // Stats counts what a compaction did.
 type Stats struct {
-	Chunks  int   // chunks rewritten
-	Slices  int   // slices they had before
-	Bytes   int64 // bytes written into new slices
+	Chunks  int   // chunks whose list changed
+	Slices  int   // entries they had before
+	Dropped int   // entries dropped without copying (nothing showed them)
+	Bytes   int64 // bytes copied into new slices
+	Freed   int64 // bytes of slices that lost their last reference
 	Skipped int   // chunks that kept changing and were left alone
+	Waste   int64 // bytes stored beyond the visible ones, in the chunks looked at, before
 }
 
-func (s *Stats) add(o Stats) {
+// Add adds o to s.
+func (s *Stats) Add(o Stats) {
 	s.Chunks += o.Chunks
 	s.Slices += o.Slices
+	s.Dropped += o.Dropped
 	s.Bytes += o.Bytes
+	s.Freed += o.Freed
 	s.Skipped += o.Skipped
+	s.Waste += o.Waste
 }
 
 // Compactor rewrites chunks of one volume.
@@ -129,88 +102,146 @@ func New(m *meta.Client, data *chunk.Store, conf Config) *Compactor {
 	return &Compactor{m: m, data: data, conf: conf}
 }
 
-// ChunkIfDue compacts chunk idx of file ino when the policy says it is
-// fragmented; the write path calls it after committing slices.
+// ChunkIfDue compacts chunk idx of file ino as Config.Policy says; the
+// write path calls it after committing slices.
 func (c *Compactor) ChunkIfDue(ctx context.Context, ino meta.Ino, idx uint32) (Stats, error) {
-	return c.chunk(ctx, ino, idx, c.conf.Policy.Due)
+	return c.chunk(ctx, ino, idx, c.conf.Policy.Plan)
 }
 
-// Chunk compacts chunk idx of file ino if it has more than one slice.
+// ChunkSettle compacts chunk idx of file ino as Config.Settle says, once
+// its writer left it alone.
+func (c *Compactor) ChunkSettle(ctx context.Context, ino meta.Ino, idx uint32) (Stats, error) {
+	return c.chunk(ctx, ino, idx, c.conf.Settle.Plan)
+}
+
+// Chunk compacts chunk idx of file ino whole if it has more than one
+// slice.
 func (c *Compactor) Chunk(ctx context.Context, ino meta.Ino, idx uint32) (Stats, error) {
-	return c.chunk(ctx, ino, idx, func(ss []meta.Slice) bool { return len(ss) > 1 })
+	return c.chunk(ctx, ino, idx, func(ss []meta.Slice) Plan {
+		if len(ss) < 2 {
+			return Plan{Keep: ss, Entries: len(ss)}
+		}
+		return FullPlan(ss)
+	})
 }
 
-func (c *Compactor) chunk(ctx context.Context, ino meta.Ino, idx uint32, due func([]meta.Slice) bool) (Stats, error) {
+func (c *Compactor) chunk(ctx context.Context, ino meta.Ino, idx uint32, plan func([]meta.Slice) Plan) (Stats, error) {
 	for attempt := 0; attempt < c.conf.Retries; attempt++ {
 		old, err := c.m.ReadChunk(ctx, ino, idx)
 		if err != nil {
 			return Stats{}, fmt.Errorf("compact inode %d chunk %d: %w", ino, idx, err)
 		}
-		if !due(old) {
-			return Stats{}, nil
+		p := plan(old)
+		if !p.Due() {
+			return Stats{Waste: p.Waste}, nil
 		}
-		st, err := c.rewrite(ctx, ino, idx, old)
-		if errors.Is(err, meta.ErrChunkChanged) {
+		st, err := c.apply(ctx, ino, idx, old, p)
+		// A block gone: another mount compacted the chunk and deleted
+		// what this one read.
+		if errors.Is(err, meta.ErrChunkChanged) || errors.Is(err, object.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return Stats{}, fmt.Errorf("compact inode %d chunk %d: %w", ino, idx, err)
 		}
-		c.conf.Logger.Debug("chunk compacted", "inode", ino, "chunk", idx, "slices", len(old), "bytes", st.Bytes)
+		c.conf.Logger.Debug("chunk compacted", "inode", ino, "chunk", idx, "entries", len(old),
+			"dropped", st.Dropped, "copied", st.Bytes, "freed", st.Freed, "waste", p.Waste)
 		return st, nil
 	}
 	return Stats{Skipped: 1}, nil
 }
 
-// rewrite stores the visible bytes of old as one slice and swaps it in.
-func (c *Compactor) rewrite(ctx context.Context, ino meta.Ino, idx uint32, old []meta.Slice) (Stats, error) {
-	segs := meta.Visible(old, 0, meta.ChunkSize)
-	first, last := -1, -1
-	for i, g := range segs {
-		if g.Slice != nil && g.Slice.Id != 0 {
-			if first < 0 {
-				first = i
-			}
-			last = i
-		}
-	}
-	st := Stats{Chunks: 1, Slices: len(old)}
-	if first < 0 { // only holes
-		return st, c.m.CompactChunk(ctx, ino, idx, old, meta.Slice{}, c.conf.KeepOld)
-	}
-	start, end := segs[first].Start, segs[last].End
-	buf := make([]byte, end-start)
-	for _, g := range segs[first : last+1] {
-		if g.Slice == nil || g.Slice.Id == 0 {
-			continue // zeros already
-		}
-		if err := c.data.ReadSlice(ctx, g.Slice.Id, g.Slice.Size, g.SliceOff(), buf[g.Start-start:g.End-start]); err != nil {
+// apply carries plan out on chunk idx of ino, whose list was old.
+func (c *Compactor) apply(ctx context.Context, ino meta.Ino, idx uint32, old []meta.Slice, plan Plan) (Stats, error) {
+	repl := append([]meta.Slice(nil), plan.Keep...)
+	var id uint64
+	var size uint32
+	if len(plan.Copy) > 0 {
+		var err error
+		if id, err = c.m.NewSliceID(ctx); err != nil {
 			return Stats{}, err
 		}
+		var entries []meta.Slice
+		entries, size = layout(id, plan.Copy)
+		if err := c.data.WriteSliceFunc(ctx, id, size, c.filler(plan.Copy)); err != nil {
+			c.cleanup(id, size)
+			return Stats{}, err
+		}
+		repl = append(repl, entries...)
 	}
-	id, err := c.m.NewSliceID(ctx)
+	released, err := c.m.CompactChunk(ctx, ino, idx, old, repl)
 	if err != nil {
+		if id != 0 {
+			c.cleanup(id, size)
+		}
 		return Stats{}, err
 	}
-	if err := c.data.WriteSlice(ctx, id, buf); err != nil {
-		c.cleanup(id, len(buf))
-		return Stats{}, err
+	if c.conf.Swapped != nil {
+		c.conf.Swapped(ino)
 	}
-	s := meta.Slice{Pos: start, Id: id, Size: uint32(len(buf)), Len: uint32(len(buf))}
-	if err := c.m.CompactChunk(ctx, ino, idx, old, s, c.conf.KeepOld); err != nil {
-		c.cleanup(id, len(buf))
-		return Stats{}, err
+	st := Stats{Chunks: 1, Slices: len(old), Dropped: plan.Dropped, Bytes: int64(size), Waste: plan.Waste}
+	for _, s := range released {
+		st.Freed += int64(s.Size)
 	}
-	st.Bytes = int64(len(buf))
+	if err := c.m.DeleteReleased(ctx, released); err != nil {
+		// They stay queued for the background deletion.
+		c.conf.Logger.Debug("delete compacted slices now", "inode", ino, "chunk", idx, "err", err)
+	}
 	return st, nil
+}
+
+// layout places the pieces back to back in new slice id and returns the
+// entries that show them, one per run of pieces adjacent in the chunk,
+// and the slice's size.
+func layout(id uint64, pieces []meta.Segment) ([]meta.Slice, uint32) {
+	var out []meta.Slice
+	var off uint32
+	for i, g := range pieces {
+		n := g.End - g.Start
+		if i > 0 && pieces[i-1].End == g.Start {
+			out[len(out)-1].Len += n
+		} else {
+			out = append(out, meta.Slice{Pos: g.Start, Id: id, Off: off, Len: n})
+		}
+		off += n
+	}
+	for i := range out {
+		out[i].Size = off
+	}
+	return out, off
+}
+
+// filler returns the function that fills a range of the new slice from
+// the pieces it is made of, read from their slices.
+func (c *Compactor) filler(pieces []meta.Segment) func(ctx context.Context, off uint32, p []byte) error {
+	starts := make([]uint32, len(pieces)) // offset of each piece in the new slice
+	var at uint32
+	for i, g := range pieces {
+		starts[i] = at
+		at += g.End - g.Start
+	}
+	return func(ctx context.Context, off uint32, p []byte) error {
+		i := sort.Search(len(starts), func(i int) bool { return starts[i]+pieces[i].End-pieces[i].Start > off })
+		for len(p) > 0 && i < len(pieces) {
+			g := pieces[i]
+			in := off - starts[i]
+			n := min(uint32(len(p)), g.End-g.Start-in)
+			if err := c.data.ReadSlice(ctx, g.Slice.Id, g.Slice.Size, g.SliceOff()+in, p[:n]); err != nil {
+				return err
+			}
+			p, off = p[n:], off+n
+			i++
+		}
+		return nil
+	}
 }
 
 // cleanup deletes the blocks of a new slice that was never committed; a
 // failure leaves them for `sluice gc`.
-func (c *Compactor) cleanup(id uint64, size int) {
+func (c *Compactor) cleanup(id uint64, size uint32) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.data.Delete(ctx, id, uint32(size)); err != nil {
+	if err := c.data.Delete(ctx, id, size); err != nil {
 		c.conf.Logger.Warn("delete uncommitted compacted slice; `sluice gc` will find it", "slice", id, "err", err)
 	}
 }
@@ -227,7 +258,7 @@ func (c *Compactor) File(ctx context.Context, ino meta.Ino) (Stats, error) {
 			continue
 		}
 		st, err := c.Chunk(ctx, ino, ch.Idx)
-		total.add(st)
+		total.Add(st)
 		if err != nil {
 			return total, err
 		}
@@ -265,7 +296,7 @@ func (c *Compactor) Tree(ctx context.Context, ino meta.Ino) (Stats, error) {
 					dirs = append(dirs, e.Ino)
 				case store.TypeFile:
 					st, err := c.File(ctx, e.Ino)
-					total.add(st)
+					total.Add(st)
 					if err != nil {
 						return total, err
 					}
@@ -281,4 +312,12 @@ func (c *Compactor) Tree(ctx context.Context, ino meta.Ino) (Stats, error) {
 		}
 	}
 	return total, nil
+}
+
+// WithSwapped returns a Compactor like c that calls fn where
+// Config.Swapped would be called.
+func (c *Compactor) WithSwapped(fn func(ino meta.Ino)) *Compactor {
+	cc := *c
+	cc.conf.Swapped = fn
+	return &cc
 }

@@ -4,60 +4,49 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"syscall"
-	"time"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
 // ErrChunkChanged reports that a chunk's slice list changed between the
-// read a compaction started from and its commit; the caller may read the
-// chunk again and retry, or skip it. It wraps EAGAIN.
+// read a compaction started from and its commit, other than by slices
+// appended after it; the caller may read the chunk again and retry, or
+// skip it. It wraps EAGAIN.
 var ErrChunkChanged = fmt.Errorf("chunk changed during compaction: %w", syscall.EAGAIN)
 
-// compactHolderBase starts the inode numbers under which CompactChunk
-// keeps replaced slice lists until they expire. They have no attributes
-// and no names, only chunk records and a deletion-queue record, so the
-// normal deletion of files releases them. They sort after every ordinary
-// inode, so expired ordinary deletions never wait behind them, and among
-// themselves in the order they were made (by slice id), so they expire
-// first-in, first-out.
-const compactHolderBase Ino = 0x7000000000000000
-
-// CompactChunk replaces the slice list of chunk idx of file ino with the
-// single slice s, which holds the chunk's visible bytes from s.Pos on
-// (holes as zeros) and is already stored; an s with Id 0 empties the
-// chunk. old is the list the caller read before it copied the data: the
-// swap happens in one transaction only while the chunk still has exactly
-// that list, else it returns ErrChunkChanged and changes nothing (the
-// caller then deletes the blocks of s).
+// CompactChunk replaces the entries old of chunk idx of file ino with
+// repl, in one transaction, and returns the slices whose last reference
+// that dropped (they are queued for deletion; see DeleteReleased).
 //
-// The replaced slices lose their references through the usual path, so a
-// slice shared with another file (copy_file_range) survives. With keepOld
-// > 0 they are released only after keepOld: a reader that still replays
-// the old list (another mount between two opens) keeps finding its
-// blocks. A crash at any point leaves either the old list or the new one,
-// never a list naming deleted blocks.
-func (c *Client) CompactChunk(ctx context.Context, ino Ino, idx uint32, old []Slice, s Slice, keepOld time.Duration) error {
+// old is the slice list the caller read before it copied any data. The
+// swap happens only while the chunk's list still starts with exactly old:
+// slices appended after it meanwhile (a writer committing) stay, on top of
+// repl, so a busy writer never starves a compaction; any other change
+// (a truncation, another compaction) returns ErrChunkChanged and changes
+// nothing, and the caller then deletes the blocks it stored for repl.
+//
+// repl must read the same bytes as old. It may keep entries of old
+// unchanged, and name new slices, already stored, whose entries may share
+// one id at different offsets (each entry is a reference; CompactChunk
+// records the extra ones). Entries of old's slices that repl does not keep
+// lose their references through the usual path, so a slice another file
+// still names (copy_file_range) survives. A crash at any point leaves
+// either the old list or the new one, never a list naming deleted blocks.
+func (c *Client) CompactChunk(ctx context.Context, ino Ino, idx uint32, old, repl []Slice) ([]Slice, error) {
 	if err := c.writable(); err != nil {
-		return err
-	}
-	if s.Id != 0 && (s.Off != 0 || s.Len != s.Size || uint64(s.Pos)+uint64(s.Len) > ChunkSize) {
-		return fmt.Errorf("compact chunk %d of inode %d: bad slice %+v: %w", idx, ino, s, syscall.EINVAL)
+		return nil, err
 	}
 	if len(old) == 0 {
-		return ErrChunkChanged
+		return nil, ErrChunkChanged
 	}
-	holder := compactHolderBase + Ino(s.Id)
-	if keepOld > 0 && s.Id == 0 {
-		id, err := c.NewSliceID(ctx)
-		if err != nil {
-			return err
-		}
-		holder = compactHolderBase + Ino(id)
+	fresh, err := checkReplacement(old, repl)
+	if err != nil {
+		return nil, fmt.Errorf("compact chunk %d of inode %d: %w", idx, ino, err)
 	}
-	err := c.st.Update(ctx, func(tx store.Tx) error {
+	var released []Slice
+	err = c.st.Update(ctx, func(tx store.Tx) error {
+		released = released[:0]
 		n, err := node(tx, ino)
 		if err != nil {
 			return err
@@ -69,29 +58,114 @@ func (c *Client) CompactChunk(ctx context.Context, ino Ino, idx uint32, old []Sl
 		if err != nil {
 			return err
 		}
-		if !slices.Equal(cur, old) {
+		if len(cur) < len(old) || !equalSlices(cur[:len(old)], old) {
 			return ErrChunkChanged
 		}
-		var list []Slice
-		if s.Id != 0 {
-			list = []Slice{s}
-		}
+		list := make([]Slice, 0, len(repl)+len(cur)-len(old))
+		list = append(append(list, repl...), cur[len(old):]...)
 		tx.SetChunk(ino, idx, list)
-		if keepOld <= 0 {
-			return releaseSlices(tx, old)
+		for id, f := range fresh {
+			if f.entries > 1 {
+				tx.SetSliceRef(id, f.size, int64(f.entries-1))
+			}
 		}
-		var bytes uint64
-		for _, o := range old {
-			bytes += uint64(o.Len)
-		}
-		tx.SetChunk(holder, 0, old)
-		tx.SetDelFile(store.DelFile{Ino: holder, Length: bytes, Expire: c.conf.Now().Add(keepOld).Unix()}, true)
-		return nil
+		released, err = releaseDropped(tx, old, repl, released)
+		return err
 	})
 	if err != nil && !errors.Is(err, ErrChunkChanged) {
-		return fmt.Errorf("compact chunk %d of inode %d: %w", idx, ino, err)
+		return nil, fmt.Errorf("compact chunk %d of inode %d: %w", idx, ino, err)
 	}
-	return err
+	return released, err
+}
+
+// freshSlice counts the entries of a slice new to a replacement list.
+type freshSlice struct {
+	size    uint32
+	entries int
+}
+
+// checkReplacement validates repl against old: every entry lies within a
+// chunk, an entry of a slice old names is one of old's entries (kept as
+// it was, and no more often), and the entries of a new slice agree on its
+// size and lie within it. It returns the new slices.
+func checkReplacement(old, repl []Slice) (map[uint64]freshSlice, error) {
+	kept := map[Slice]int{}
+	oldIDs := map[uint64]bool{}
+	for _, s := range old {
+		kept[s]++
+		oldIDs[s.Id] = true
+	}
+	fresh := map[uint64]freshSlice{}
+	for _, s := range repl {
+		if uint64(s.Pos)+uint64(s.Len) > ChunkSize || s.Len == 0 && s.Id != 0 {
+			return nil, fmt.Errorf("bad slice %+v: %w", s, syscall.EINVAL)
+		}
+		if oldIDs[s.Id] || s.Id == 0 {
+			if kept[s] == 0 {
+				return nil, fmt.Errorf("slice %+v is not one of the replaced list's: %w", s, syscall.EINVAL)
+			}
+			kept[s]--
+			continue
+		}
+		f := fresh[s.Id]
+		if f.entries > 0 && f.size != s.Size || uint64(s.Off)+uint64(s.Len) > uint64(s.Size) {
+			return nil, fmt.Errorf("bad slice %+v: %w", s, syscall.EINVAL)
+		}
+		f.size = s.Size
+		f.entries++
+		fresh[s.Id] = f
+	}
+	return fresh, nil
+}
+
+// releaseDropped drops one reference for each entry of old that repl does
+// not keep, and appends to released the slices that lost their last one.
+func releaseDropped(tx store.Tx, old, repl []Slice, released []Slice) ([]Slice, error) {
+	keep := map[Slice]int{}
+	for _, s := range repl {
+		keep[s]++
+	}
+	for _, s := range old {
+		if keep[s] > 0 {
+			keep[s]--
+			continue
+		}
+		if s.Id == 0 {
+			continue
+		}
+		last, err := releaseSlice(tx, s)
+		if err != nil {
+			return nil, err
+		}
+		if last {
+			released = append(released, s)
+		}
+	}
+	return released, nil
+}
+
+func equalSlices(a, b []Slice) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// DeleteReleased deletes the blocks of slices that CompactChunk released,
+// now, instead of at the background loop's next round, and takes them off
+// the deletion queue. A failure leaves them queued for that loop; deleting
+// a slice twice (the loop of another client may get there first) is
+// harmless. Without Config.DeleteSlice it does nothing.
+func (c *Client) DeleteReleased(ctx context.Context, released []Slice) error {
+	if c.conf.DeleteSlice == nil || len(released) == 0 {
+		return nil
+	}
+	return c.deleteSlices(ctx, released)
 }
 
 // ChunkUsage is one chunk of a file with the number of slices in its list.

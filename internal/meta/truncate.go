@@ -142,17 +142,26 @@ func releaseSlices(tx store.Tx, ss []Slice) error {
 		if s.Id == 0 {
 			continue
 		}
-		extra, err := tx.SliceRef(s.Id, s.Size)
-		if err != nil {
+		if _, err := releaseSlice(tx, s); err != nil {
 			return err
-		}
-		if extra > 0 {
-			tx.SetSliceRef(s.Id, s.Size, extra-1)
-		} else {
-			tx.SetDelSlice(s.Id, s.Size, true)
 		}
 	}
 	return nil
+}
+
+// releaseSlice drops one reference to stored slice s and reports whether
+// it was the last, in which case s is queued for block deletion.
+func releaseSlice(tx store.Tx, s Slice) (bool, error) {
+	extra, err := tx.SliceRef(s.Id, s.Size)
+	if err != nil {
+		return false, err
+	}
+	if extra > 0 {
+		tx.SetSliceRef(s.Id, s.Size, extra-1)
+		return false, nil
+	}
+	tx.SetDelSlice(s.Id, s.Size, true)
+	return true, nil
 }
 
 // finishTruncate drops the chunks an unfinished truncation of ino left,

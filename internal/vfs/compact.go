@@ -9,9 +9,20 @@ import (
 	"github.com/sluicefs/sluice/internal/meta"
 )
 
-// compactEvery is how many slices this mount commits to one chunk between
-// checks of whether the chunk needs compacting.
-const compactEvery = 20
+// A chunk is checked against the compaction policy once this mount has
+// committed checkSlices slices or checkBytes bytes to it since the last
+// check: an overwrite wastes up to its own size in the bucket, so the
+// bytes matter as much as the count. A file written once in one piece is
+// never checked. A chunk whose check found waste is checked again, with
+// the settling policy, once no commit touched it for settleAfter.
+const (
+	checkSlices = 8
+	checkBytes  = 4 << 20
+	settleAfter = 3 * time.Second
+	// maxSettling bounds the chunks waiting to settle; past it the
+	// oldest are checked at once.
+	maxSettling = 4096
+)
 
 // chunkRef names chunk idx of file ino.
 type chunkRef struct {
@@ -19,63 +30,137 @@ type chunkRef struct {
 	idx uint32
 }
 
-// compactor compacts the chunks this mount fragments, in the background
-// and one at a time, so that a file written in many small pieces does not
-// leave a slice list every later read must replay.
+// written is what this mount committed to a chunk since its last check.
+type written struct {
+	slices int
+	bytes  int64
+}
+
+// compactor compacts the chunks this mount writes, in the background and
+// one at a time, so that a file written in many small pieces does not
+// leave a slice list every later read must replay, and a file overwritten
+// in place does not keep the overwritten bytes stored. Writers never wait
+// for it: a check that finds the queue full is dropped and comes again
+// with a later commit.
 type compactor struct {
 	v    *VFS
 	c    *compact.Compactor
-	reqs chan chunkRef
+	reqs chan compactReq
 
-	mu      sync.Mutex
-	commits map[chunkRef]int  // slices committed per chunk since its last check
-	queued  map[chunkRef]bool // waiting in reqs
+	mu       sync.Mutex
+	since    map[chunkRef]written   // commits per chunk since its last check
+	queued   map[chunkRef]bool      // waiting in reqs
+	settling map[chunkRef]time.Time // chunks to settle, with their last commit
+	stats    compact.Stats          // totals, for the mount's metrics
+}
+
+// compactReq is a chunk to check, and with which policy.
+type compactReq struct {
+	ref    chunkRef
+	settle bool
 }
 
 func newCompactor(v *VFS, c *compact.Compactor) *compactor {
-	return &compactor{v: v, c: c, reqs: make(chan chunkRef, 256),
-		commits: map[chunkRef]int{}, queued: map[chunkRef]bool{}}
+	k := &compactor{v: v, reqs: make(chan compactReq, 256), since: map[chunkRef]written{},
+		queued: map[chunkRef]bool{}, settling: map[chunkRef]time.Time{}}
+	// Drop this mount's cached lists of a compacted chunk before the
+	// slices they name are deleted.
+	k.c = c.WithSwapped(v.forgetSlices)
+	return k
 }
 
-// committed counts a slice committed to chunk idx of ino and queues the
-// chunk for a check every compactEvery slices.
-func (k *compactor) committed(ino meta.Ino, idx uint32) {
+// committed counts a slice of n bytes committed to chunk idx of ino, and
+// queues the chunk for a check when enough was committed since the last.
+func (k *compactor) committed(ino meta.Ino, idx uint32, n uint32) {
 	ref := chunkRef{ino, idx}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.commits[ref]++
-	if k.commits[ref] < compactEvery || k.queued[ref] {
+	w := k.since[ref]
+	w.slices++
+	w.bytes += int64(n)
+	k.since[ref] = w
+	if _, ok := k.settling[ref]; ok {
+		k.settling[ref] = time.Now()
+	}
+	if w.slices < checkSlices && w.bytes < checkBytes || k.queued[ref] {
 		return
 	}
-	select {
-	case k.reqs <- ref:
-		delete(k.commits, ref)
-		k.queued[ref] = true
-	default: // busy: check at a later commit
+	if k.queueLocked(compactReq{ref: ref}) {
+		delete(k.since, ref)
 	}
 }
 
-// run compacts queued chunks until ctx is done.
+// queueLocked queues r unless the queue is full; k.mu is held.
+func (k *compactor) queueLocked(r compactReq) bool {
+	select {
+	case k.reqs <- r:
+		k.queued[r.ref] = true
+		return true
+	default: // busy: check at a later commit
+		return false
+	}
+}
+
+// run compacts queued chunks until ctx is done, and queues the chunks
+// that settled.
 func (k *compactor) run(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case ref := <-k.reqs:
-			k.mu.Lock()
-			delete(k.queued, ref)
-			k.mu.Unlock()
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-			st, err := k.c.ChunkIfDue(cctx, ref.ino, ref.idx)
-			cancel()
-			if err != nil {
-				k.v.log().Debug("compaction skipped", "inode", ref.ino, "chunk", ref.idx, "err", err)
-				continue
-			}
-			if st.Chunks > 0 {
-				k.v.forgetSlices(ref.ino)
-			}
+		case <-tick.C:
+			k.queueSettled(time.Now())
+		case r := <-k.reqs:
+			k.check(ctx, r)
 		}
+	}
+}
+
+// check compacts the chunk of r as its policy says.
+func (k *compactor) check(ctx context.Context, r compactReq) {
+	k.mu.Lock()
+	delete(k.queued, r.ref)
+	k.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	check := k.c.ChunkIfDue
+	if r.settle {
+		check = k.c.ChunkSettle
+	}
+	st, err := check(cctx, r.ref.ino, r.ref.idx)
+	if err != nil {
+		k.v.log().Debug("compaction skipped", "inode", r.ref.ino, "chunk", r.ref.idx, "err", err)
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stats.Add(st)
+	if !r.settle && (st.Waste > 0 || st.Chunks > 0) {
+		if len(k.settling) >= maxSettling {
+			k.queueSettledLocked(time.Now().Add(settleAfter))
+		}
+		k.settling[r.ref] = time.Now()
+	}
+}
+
+// queueSettled queues the chunks no commit touched for settleAfter.
+func (k *compactor) queueSettled(now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.queueSettledLocked(now)
+}
+
+func (k *compactor) queueSettledLocked(now time.Time) {
+	for ref, last := range k.settling {
+		if now.Sub(last) < settleAfter || k.queued[ref] {
+			continue
+		}
+		if !k.queueLocked(compactReq{ref: ref, settle: true}) {
+			return
+		}
+		delete(k.settling, ref)
 	}
 }
 

@@ -19,8 +19,9 @@ type openFile struct {
 	ino  meta.Ino
 	meta Meta
 	view *kernelView
-	// committed, when set, is told of each slice committed to the file.
-	committed func(ino meta.Ino, idx uint32)
+	// committed, when set, is told of each slice committed to the file,
+	// with its length.
+	committed func(ino meta.Ino, idx uint32, n uint32)
 	writer    *chunk.FileWriter
 	reader    *chunk.FileReader
 
@@ -77,7 +78,7 @@ func (f *openFile) NewSliceID(ctx context.Context) (uint64, error) { return f.me
 func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error) {
 	before, a, err := f.meta.WriteSlice(ctx, ino, idx, s)
 	if err == nil && f.committed != nil {
-		f.committed(ino, idx)
+		f.committed(ino, idx, s.Len)
 	}
 	f.mu.Lock()
 	delete(f.mu.chunks, idx)
@@ -274,6 +275,11 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 	return a, fh, nil
 }
 
+// readRetries bounds how often a read whose block is gone reads the slice
+// lists again. Each retry reads them from the engine; a block still
+// missing from a list just read is lost, not moved.
+const readRetries = 8
+
 // Read reads up to len(p) bytes at off into p and returns the number of
 // bytes read; fewer at the end of the file.
 func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, error) {
@@ -297,11 +303,14 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, e
 	n := min(uint64(len(p)), length-off)
 	f.reader.Readahead(ctx, f, off, n, length)
 	err = f.writer.Read(ctx, f, p[:n], off)
-	if errors.Is(err, object.ErrNotFound) {
+	for retry := 0; retry < readRetries && errors.Is(err, object.ErrNotFound); retry++ {
 		// A block named by a cached slice list is gone: another mount
-		// compacted the chunk, and its old slices expired. Read the
-		// lists again.
+		// compacted the chunk and deleted what it replaced. Read the
+		// lists again (again if it compacted once more meanwhile).
 		f.forgetSlices()
+		if retry > 0 {
+			time.Sleep(time.Duration(retry) * 5 * time.Millisecond) // an engine's cache may lag a moment
+		}
 		err = f.writer.Read(ctx, f, p[:n], off)
 	}
 	if err != nil {

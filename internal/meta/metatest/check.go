@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -410,10 +409,10 @@ func testCompactChunk(t *testing.T, ns newStoreFunc) {
 	rec := &deleteRecorder{ids: map[uint64]uint32{}}
 	v := newCheckVolume(t, ns, meta.Config{DeleteSlice: rec.delete})
 	c := v.c
-	flush := func() {
+	clean := func(when string) {
 		t.Helper()
-		if err := c.FlushDeletions(root); err != nil {
-			t.Fatalf("flush deletions: %v", err)
+		if got, _ := v.check(t, ""); len(got) != 0 {
+			t.Fatalf("problems %s:\n%s", when, strings.Join(got, "\n"))
 		}
 	}
 	old, err := c.ReadChunk(root, v.file.Ino, 0)
@@ -423,61 +422,88 @@ func testCompactChunk(t *testing.T, ns newStoreFunc) {
 	repl := newSlice(t, c, 0, 5000)
 
 	// A list that changed since it was read is not replaced.
-	stale := old[:1]
-	if err := c.CompactChunk(root, v.file.Ino, 0, stale, repl, 0); !errors.Is(err, meta.ErrChunkChanged) {
+	stale := []meta.Slice{old[1]}
+	if _, err := c.CompactChunk(root, v.file.Ino, 0, stale, []meta.Slice{repl}); !errors.Is(err, meta.ErrChunkChanged) {
 		t.Fatalf("compact with a stale list: %v, want ErrChunkChanged", err)
 	}
 	wantChunk(t, c, v.file.Ino, 0, old...)
-	if err := c.CompactChunk(root, v.dir.Ino, 0, old, repl, 0); !errors.Is(err, syscall.EINVAL) {
+	if _, err := c.CompactChunk(root, v.dir.Ino, 0, old, []meta.Slice{repl}); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("compact a directory: %v, want EINVAL", err)
 	}
+	// A replacement may keep entries of the old list, not invent them.
+	forged := old[1]
+	forged.Len--
+	if _, err := c.CompactChunk(root, v.file.Ino, 0, old, []meta.Slice{forged}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("compact into a changed entry of an old slice: %v, want EINVAL", err)
+	}
+	wantChunk(t, c, v.file.Ino, 0, old...)
 
-	if err := c.CompactChunk(root, v.file.Ino, 0, old, repl, 0); err != nil {
+	released, err := c.CompactChunk(root, v.file.Ino, 0, old, []meta.Slice{repl})
+	if err != nil {
 		t.Fatalf("compact: %v", err)
 	}
 	wantChunk(t, c, v.file.Ino, 0, repl)
-	flush()
-	// The private slice goes; the one shared with "linked" stays.
-	if !rec.has(old[1].Id) {
-		t.Errorf("replaced slice %d was not deleted", old[1].Id)
+	// The private slice is released; the one shared with "linked" is not.
+	if len(released) != 1 || released[0] != old[1] {
+		t.Fatalf("released %+v, want only %+v (%+v is still named by another file)", released, old[1], v.shared)
 	}
-	if rec.has(v.shared.Id) {
-		t.Errorf("slice %d still named by another file was deleted", v.shared.Id)
+	if err := c.DeleteReleased(root, released); err != nil {
+		t.Fatalf("delete released: %v", err)
 	}
-	if got, _ := v.check(t, ""); len(got) != 0 {
-		t.Fatalf("problems after compaction:\n%s", strings.Join(got, "\n"))
+	if !rec.has(old[1].Id) || rec.has(v.shared.Id) {
+		t.Fatalf("deleted %v: want %d and not %d", rec.deleted(), old[1].Id, v.shared.Id)
 	}
-
-	// With keepOld the replaced slices stay referenced, and stored, until
-	// the delay is over.
-	write(t, c, v.file.Ino, 0, newSlice(t, c, 10, 10))
-	old, _ = c.ReadChunk(root, v.file.Ino, 0)
-	repl2 := newSlice(t, c, 0, 5000)
-	if err := c.CompactChunk(root, v.file.Ino, 0, old, repl2, 2*time.Second); err != nil {
-		t.Fatalf("compact keeping the old slices: %v", err)
-	}
-	flush()
-	if rec.has(repl.Id) {
-		t.Fatalf("slice %d deleted before its delay", repl.Id)
-	}
-	refs, err := meta.ReferencedSlices(root, v.st, nil)
+	dels, err := meta.ReferencedSlices(root, v.st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := refs[meta.SliceKey{Id: repl.Id, Size: repl.Size}]; !ok {
-		t.Errorf("slice kept for readers is not among the referenced slices (gc would delete it)")
+	if _, ok := dels[meta.SliceKey{Id: old[1].Id, Size: old[1].Size}]; ok {
+		t.Errorf("released slice %d is still referenced", old[1].Id)
 	}
-	if got, _ := v.check(t, ""); len(got) != 0 {
-		t.Fatalf("problems while old slices are kept:\n%s", strings.Join(got, "\n"))
+	clean("after compaction")
+
+	// Slices appended after the list was read stay on top of the
+	// replacement; entries of one new slice at several offsets are one
+	// reference each, and entries nothing shows can be dropped.
+	old, _ = c.ReadChunk(root, v.file.Ino, 0)
+	late := newSlice(t, c, 100, 10)
+	write(t, c, v.file.Ino, 0, late)
+	split := newSlice(t, c, 0, 0)
+	split.Size = 4000
+	a, b := split, split
+	a.Len = 1000
+	b.Pos, b.Off, b.Len = 3000, 1000, 2000
+	kept := old[0]
+	kept.Pos, kept.Off, kept.Len = 1000, 1000, 2000 // not one of old's entries
+	if _, err := c.CompactChunk(root, v.file.Ino, 0, old, []meta.Slice{a, kept, b}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("compact keeping part of an old entry: %v, want EINVAL", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !rec.has(repl.Id) && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond) // waits for the delay to pass, polling
-		flush()
+	released, err = c.CompactChunk(root, v.file.Ino, 0, old, []meta.Slice{old[0], a, b})
+	if err != nil {
+		t.Fatalf("compact under a later write: %v", err)
 	}
-	if !rec.has(repl.Id) || !rec.has(old[1].Id) {
-		t.Fatalf("kept slices not deleted after the delay (deleted %v)", rec.deleted())
+	if len(released) != 0 {
+		t.Errorf("released %+v though every slice is kept", released)
 	}
+	wantChunk(t, c, v.file.Ino, 0, old[0], a, b, late)
+	clean("after a partial compaction")
+	released, err = c.CompactChunk(root, v.file.Ino, 0, []meta.Slice{old[0], a, b}, []meta.Slice{a})
+	if err != nil {
+		t.Fatalf("compact dropping entries: %v", err)
+	}
+	if len(released) != 1 || released[0] != old[0] {
+		t.Errorf("released %+v, want %+v alone (an entry of the split slice remains)", released, old[0])
+	}
+	wantChunk(t, c, v.file.Ino, 0, a, late)
+	clean("after dropping one entry of a slice")
+	truncate(t, c, v.file.Ino, 0)
+	if err := c.FlushDeletions(root); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.has(split.Id) || !rec.has(late.Id) {
+		t.Errorf("slices of a truncated file not deleted: %v", rec.deleted())
+	}
+	clean("after truncating the compacted file")
 
 	// A chunk of holes only compacts to nothing.
 	truncate(t, c, v.big.Ino, 0)
@@ -487,7 +513,7 @@ func testCompactChunk(t *testing.T, ns newStoreFunc) {
 	if len(holes) == 0 {
 		t.Fatal("no hole slices to compact")
 	}
-	if err := c.CompactChunk(context.Background(), v.big.Ino, 0, holes, meta.Slice{}, time.Second); err != nil {
+	if _, err := c.CompactChunk(context.Background(), v.big.Ino, 0, holes, nil); err != nil {
 		t.Fatalf("compact holes: %v", err)
 	}
 	wantChunk(t, c, v.big.Ino, 0)

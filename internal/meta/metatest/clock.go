@@ -208,16 +208,14 @@ func testClockRelatime(t *testing.T, ns newStoreFunc) {
 	}
 }
 
-// testClockDeletionDue: the slices a compaction replaces are kept for
-// keepOld by the client's clock and deleted once it has passed, and a
-// session's start and heartbeat are stamped with the clock.
-func testClockDeletionDue(t *testing.T, ns newStoreFunc) {
+// testClockSession: a session's start and heartbeat are stamped with the
+// client's clock.
+func testClockSession(t *testing.T, ns newStoreFunc) {
 	ctx := root
 	clk := newClock()
-	rec := &deleteRecorder{ids: map[uint64]uint32{}}
 	st := openStore(t, ns)
 	format(t, st, testFormat())
-	c := newClient(t, st, meta.Config{Now: clk.now, DeleteSlice: rec.delete})
+	newClient(t, st, meta.Config{Now: clk.now})
 
 	ss, err := meta.Sessions(ctx, st)
 	if err != nil || len(ss) != 1 {
@@ -225,50 +223,5 @@ func testClockDeletionDue(t *testing.T, ns newStoreFunc) {
 	}
 	if want := clk.now().Unix(); ss[0].Heartbeat.Unix() != want || ss[0].Started != want {
 		t.Errorf("session started %d, heartbeat %d; want both %d (the clock)", ss[0].Started, ss[0].Heartbeat.Unix(), want)
-	}
-
-	f := mkfile(t, c, meta.RootIno, "f")
-	var old []meta.Slice
-	for i := 0; i < 2; i++ {
-		id, err := c.NewSliceID(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := meta.Slice{Pos: uint32(i) * 10, Id: id, Size: 10, Len: 10}
-		if _, err := c.Write(ctx, f.Ino, 0, s); err != nil {
-			t.Fatal(err)
-		}
-		old = append(old, s)
-	}
-	id, err := c.NewSliceID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const keep = time.Hour
-	if err := c.CompactChunk(ctx, f.Ino, 0, old, meta.Slice{Id: id, Size: 20, Len: 20}, keep); err != nil {
-		t.Fatal(err)
-	}
-	start := clk.now()
-	for _, tc := range []struct {
-		advance time.Duration
-		gone    bool
-	}{
-		{0, false},
-		{keep - time.Minute, false},
-		{time.Minute - time.Second, false},
-		{2 * time.Second, true},
-	} {
-		clk.add(tc.advance)
-		if err := c.FlushDeletions(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range old {
-			if rec.has(s.Id) != tc.gone {
-				t.Errorf("at %v after the compaction: slice %d deleted %v, want %v", clk.now().Sub(start), s.Id, rec.has(s.Id), tc.gone)
-			}
-		}
-	}
-	if rec.has(id) {
-		t.Errorf("the compacted slice %d was deleted", id)
 	}
 }

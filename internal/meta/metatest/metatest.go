@@ -90,7 +90,7 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"FragmentedChunk", testFragmentedChunk},
 		{"ClockStamps", testClockStamps},
 		{"ClockRelatime", testClockRelatime},
-		{"ClockDeletionDue", testClockDeletionDue},
+		{"ClockSession", testClockSession},
 		{"Model", func(t *testing.T, ns newStoreFunc) { testModelOps(t, ns, opts.ModelOps) }},
 	}
 	for _, c := range cases {
