@@ -95,3 +95,28 @@ func keys(m map[string]json.RawMessage) []string {
 	}
 	return out
 }
+
+// TestGCPrintsSpace: gc's report carries the space figures of the same
+// scan.
+func TestGCPrintsSpace(t *testing.T) {
+	tv := volumetest.New(t, nil)
+	volumetest.WriteFile(t, tv.MetaURL, "f", bytes.Repeat([]byte("x"), 100<<10))
+	root := NewRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"gc", tv.MetaURL})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("gc: %v", err)
+	}
+	for _, want := range []string{
+		"metadata:          1 files, 1 chunks, 1 slice entries\n",
+		"  referenced:      1 slices (100.0 KiB)\n",
+		"  visible:         100.0 KiB\n",
+		"  amplification:   0 B (ratio 1.00)\n",
+		"deletion backlog:\n  slices:          0 (0 B)\n",
+	} {
+		if !bytes.Contains(out.Bytes(), []byte(want)) {
+			t.Errorf("gc report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
