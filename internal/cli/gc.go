@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -33,8 +34,17 @@ slices its metadata names (files, files in the trash, files open after
 unlink, deleted files still queued). A block nothing names is leaked, e.g.
 by a mount killed between uploading a slice and committing it. Objects
 younger than an hour are skipped: a slice being written now is uploaded
-before it is committed. Also counts the files and slices queued for
-deletion.
+before it is committed.
+
+The report also gives the space figures of the metadata, from the same
+scan (logical sizes, before compression and encryption): the distinct
+slices the chunk lists name and the bytes they store (referenced), the
+bytes the lists read from them (visible; part of it may belong to deleted
+files not yet dropped), the difference (amplification: bytes overwritten
+or cut off but still stored, negative when files share slices) and the
+ratio referenced/visible, and the deletion backlog: slices queued for
+their blocks to be deleted, and deleted files (or slice lists replaced by
+compaction) whose chunks are still to be dropped.
 
 With --delete, leaked blocks are deleted and the deletion queues are
 worked through now.`,
@@ -112,17 +122,43 @@ func printGC(out io.Writer, r *gc.Report, deleted bool) {
 	if r.Foreign.Objects > 0 {
 		fmt.Fprintf(out, "  not block keys:  %d (%s), left alone\n", r.Foreign.Objects, humanBytes(r.Foreign.Bytes))
 	}
-	fmt.Fprintf(out, "queued for deletion: %d files or replaced slice lists (%s)\n", r.QueuedFiles, humanBytes(r.QueuedBytes))
+	printSpace(out, &r.Space, deleted)
 	switch {
 	case deleted:
 		fmt.Fprintf(out, "deleted %d leaked objects (%s) and flushed the deletion queues\n", r.Deleted.Objects, humanBytes(r.Deleted.Bytes))
-	case r.Leaked.Objects > 0 || r.Pending.Objects > 0 || r.QueuedFiles > 0:
+	case r.Leaked.Objects > 0 || r.Pending.Objects > 0 || r.Space.Backlog.Files > 0 || r.Space.Backlog.Slices > 0:
 		fmt.Fprintln(out, "run with --delete to delete leaked objects and flush the deletion queues")
 	}
 }
 
+// printSpace prints the space figures of the metadata (logical sizes,
+// before compression and encryption) and the deletion backlog, as it was
+// before a flush of the queues when flushed.
+func printSpace(out io.Writer, s *meta.SpaceReport, flushed bool) {
+	b := &s.Backlog
+	fmt.Fprintf(out, "metadata:          %d files, %d chunks, %d slice entries\n", s.Files, s.Chunks, s.SliceEntries)
+	fmt.Fprintf(out, "  referenced:      %d slices (%s)\n", s.Slices, humanBytes(s.Referenced))
+	if s.Detached > 0 {
+		fmt.Fprintf(out, "  visible:         %s (%s of it in files queued for deletion)\n", humanBytes(s.Visible), humanBytes(s.Detached))
+	} else {
+		fmt.Fprintf(out, "  visible:         %s\n", humanBytes(s.Visible))
+	}
+	fmt.Fprintf(out, "  amplification:   %s (ratio %.2f)\n", humanBytes(s.Amplification()), s.Ratio())
+	if flushed {
+		fmt.Fprintln(out, "deletion backlog (before the flush):")
+	} else {
+		fmt.Fprintln(out, "deletion backlog:")
+	}
+	fmt.Fprintf(out, "  slices:          %d (%s)\n", b.Slices, humanBytes(b.SliceBytes))
+	fmt.Fprintf(out, "  files:           %d files or replaced slice lists (%s), %d of them (%s) not yet expired\n",
+		b.Files, humanBytes(b.FileBytes), b.Waiting, humanBytes(b.WaitingBytes))
+}
+
 func humanBytes(n int64) string {
 	const unit = 1024
+	if n < 0 && n > math.MinInt64 {
+		return "-" + humanBytes(-n)
+	}
 	if n < unit {
 		return fmt.Sprintf("%d B", n)
 	}

@@ -10,7 +10,9 @@
 // for deletion, younger than Options.MinAge (it may belong to a slice
 // being written now), under chunks/ without being a block key (left
 // alone), or leaked. With Options.Delete it deletes the leaked objects
-// and works through the deletion queues.
+// and works through the deletion queues. The same scan of the metadata
+// gives the volume's space figures (meta.SpaceUsage): the bytes its
+// slices store against those its files show, and the deletion backlog.
 //
 // Run only reports; printing is the caller's business.
 package gc
@@ -118,10 +120,12 @@ type Report struct {
 	Young      Count         // objects younger than MinAge, skipped
 	Foreign    Count         // keys under chunks/ that are no block key, left alone
 	Deleted    Count         // leaked objects deleted (Options.Delete)
-	// QueuedFiles counts the deleted files (and the slice lists
-	// compactions replaced) queued for their data to be deleted, and
-	// QueuedBytes their lengths, as they were before Run flushed them.
-	QueuedFiles, QueuedBytes int64
+	// Space holds the space figures of the metadata and the deletion
+	// backlog (files, and slice lists compactions replaced, queued for
+	// their data to be deleted; slices queued for their blocks to be),
+	// as they were before Run flushed the queues. Its sizes are logical,
+	// before compression and encryption.
+	Space meta.SpaceReport
 	// Flushed says the deletion queues were worked through
 	// (Options.Delete).
 	Flushed bool
@@ -149,27 +153,30 @@ func Run(ctx context.Context, v Volume, opts Options) (*Report, error) {
 	}
 	st, obj := v.Store(), v.Objects()
 	r := &Report{MinAge: opts.MinAge}
-	refs, err := meta.ReferencedSlices(ctx, st, func(n int64) { progress(Progress{Phase: ScanMetadata, Done: n}) })
+	// One scan of the metadata gives the slices to compare the bucket
+	// with and the space figures.
+	sizes := map[uint64]uint32{}
+	space, err := meta.SpaceUsage(ctx, st, meta.SpaceOptions{
+		Progress: func(n int64) { progress(Progress{Phase: ScanMetadata, Done: n}) },
+		OnChunk: func(_ meta.Ino, c *store.ChunkRecord) {
+			for _, s := range c.Slices {
+				if s.Id != 0 {
+					sizes[s.Id] = s.Size
+				}
+			}
+		},
+		Now: opts.Now,
+	})
 	if err != nil {
 		return r, fmt.Errorf("scan metadata: %w", err)
 	}
+	r.Space = *space
+	// Read after the scan: a slice the scan missed because it was
+	// released meanwhile is queued by now.
 	pendingSlices, err := meta.PendingSlices(ctx, st)
 	if err != nil {
 		return r, fmt.Errorf("read deletion queue: %w", err)
 	}
-	pendingFiles, err := meta.PendingFiles(ctx, st)
-	if err != nil {
-		return r, fmt.Errorf("read deletion queue: %w", err)
-	}
-	r.QueuedFiles = int64(len(pendingFiles))
-	for _, pf := range pendingFiles {
-		r.QueuedBytes += int64(pf.Length)
-	}
-	sizes := make(map[uint64]uint32, len(refs))
-	for k := range refs {
-		sizes[k.Id] = k.Size
-	}
-	refs = nil // only the sizes are needed now
 	pending := map[uint64]uint32{}
 	for _, p := range pendingSlices {
 		pending[p.Id] = p.Size

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicefs/sluice/internal/gc"
+	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/object"
 	"github.com/sluicefs/sluice/internal/volume"
 	"github.com/sluicefs/sluice/internal/volume/volumetest"
@@ -68,6 +69,7 @@ func TestRun(t *testing.T) {
 		Leaked:     gc.Count{Objects: 1, Bytes: 1024},
 		Young:      gc.Count{Objects: 1, Bytes: 10},
 		Foreign:    gc.Count{Objects: 1, Bytes: 5},
+		Space:      meta.SpaceReport{Files: 1, Chunks: 1, SliceEntries: 1, Slices: 1, Referenced: 3<<16 + 100, Visible: 3<<16 + 100},
 	}
 	if *r != want {
 		t.Errorf("report = %+v\nwant %+v", *r, want)

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/engine/all"
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/volume/volumetest"
+)
+
+// TestStatusMore: status prints no space figures by default, and with
+// --more the Space object of a small volume with an overwrite and a
+// deleted file.
+func TestStatusMore(t *testing.T) {
+	ctx := context.Background()
+	tv := volumetest.New(t, nil)
+	st, err := all.Open(ctx, tv.MetaURL, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := meta.NewClient(ctx, st, meta.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, slices ...meta.Slice) {
+		t.Helper()
+		a, err := c.Mknod(ctx, meta.RootIno, []byte(name), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range slices {
+			if s.Id, err = c.NewSliceID(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Write(ctx, a.Ino, 0, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// f: 100 KiB, its middle 40 KiB overwritten; g: 10 KiB, deleted, so
+	// its slice waits in the deletion queue (the client deletes no
+	// blocks).
+	write("f", meta.Slice{Size: 100 << 10, Len: 100 << 10}, meta.Slice{Pos: 30 << 10, Size: 40 << 10, Len: 40 << 10})
+	write("g", meta.Slice{Size: 10 << 10, Len: 10 << 10})
+	if err := c.Unlink(ctx, meta.RootIno, []byte("g")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FlushDeletions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	status := func(args ...string) map[string]json.RawMessage {
+		t.Helper()
+		root := NewRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(append([]string{"status", tv.MetaURL}, args...))
+		if err := root.Execute(); err != nil {
+			t.Fatalf("status %v: %v", args, err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatalf("status %v printed no JSON object: %v\n%s", args, err, out.String())
+		}
+		return m
+	}
+	if m := status(); m["Space"] != nil || m["Setting"] == nil {
+		t.Errorf("status without --more: keys %v, want Setting and Sessions only", keys(m))
+	}
+	m := status("--more")
+	var got spaceStatus
+	if err := json.Unmarshal(m["Space"], &got); err != nil {
+		t.Fatalf("status --more: Space %s: %v", m["Space"], err)
+	}
+	want := spaceStatus{Files: 1, Chunks: 1, SliceEntries: 2, Slices: 2,
+		ReferencedBytes: 140 << 10, VisibleBytes: 100 << 10, AmplificationBytes: 40 << 10, AmplificationRatio: 1.4,
+		Backlog: spaceBacklog{Slices: 1, SliceBytes: 10 << 10}}
+	if got != want {
+		t.Errorf("status --more: Space = %+v\nwant %+v", got, want)
+	}
+}
+
+func keys(m map[string]json.RawMessage) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestGCPrintsSpace: gc's report carries the space figures of the same
+// scan.
+func TestGCPrintsSpace(t *testing.T) {
+	tv := volumetest.New(t, nil)
+	volumetest.WriteFile(t, tv.MetaURL, "f", bytes.Repeat([]byte("x"), 100<<10))
+	root := NewRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"gc", tv.MetaURL})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("gc: %v", err)
+	}
+	for _, want := range []string{
+		"metadata:          1 files, 1 chunks, 1 slice entries\n",
+		"  referenced:      1 slices (100.0 KiB)\n",
+		"  visible:         100.0 KiB\n",
+		"  amplification:   0 B (ratio 1.00)\n",
+		"deletion backlog:\n  slices:          0 (0 B)\n",
+	} {
+		if !bytes.Contains(out.Bytes(), []byte(want)) {
+			t.Errorf("gc report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
