@@ -135,6 +135,11 @@ func (c *Compactor) chunk(ctx context.Context, ino meta.Ino, idx uint32, plan fu
 		if !p.Due() {
 			return Stats{Waste: p.Waste}, nil
 		}
+		if p.Dropped > 0 && len(p.Copy) > 0 {
+			// Free what costs nothing to free before storing copies, so
+			// the bucket does not hold both at once.
+			p = Plan{Keep: p.Shown, Shown: p.Shown, Entries: p.Entries, Dropped: p.Dropped, Stored: p.Stored, Visible: p.Visible, Waste: p.Waste}
+		}
 		st, err := c.apply(ctx, ino, idx, old, p)
 		// A block gone: another mount compacted the chunk and deleted
 		// what this one read.
@@ -146,6 +151,13 @@ func (c *Compactor) chunk(ctx context.Context, ino meta.Ino, idx uint32, plan fu
 		}
 		c.conf.Logger.Debug("chunk compacted", "inode", ino, "chunk", idx, "entries", len(old),
 			"dropped", st.Dropped, "copied", st.Bytes, "freed", st.Freed, "waste", p.Waste)
+		if len(p.Copy) == 0 && p.Dropped > 0 {
+			// Dropping may have been the first step: look again.
+			more, err := c.chunk(ctx, ino, idx, plan)
+			st.Add(more)
+			st.Chunks, st.Waste = 1, p.Waste
+			return st, err
+		}
 		return st, nil
 	}
 	return Stats{Skipped: 1}, nil

@@ -72,6 +72,9 @@ func SettlePolicy() Policy {
 type Plan struct {
 	// Keep are the entries kept unchanged, in list order.
 	Keep []meta.Slice
+	// Shown are the entries something shows (the list without the
+	// Dropped ones), in list order.
+	Shown []meta.Slice
 	// Copy are the visible pieces of the rewritten slices, in chunk
 	// order, each naming its source slice in the planned list.
 	Copy []meta.Segment
@@ -207,6 +210,9 @@ func (p Policy) plan(list []meta.Slice, full bool) Plan {
 		}
 	}
 	for i, s := range list {
+		if vis[i] > 0 {
+			plan.Shown = append(plan.Shown, s)
+		}
 		switch {
 		case vis[i] > 0 && !rewrite[s.Id] && !(full && s.Id == 0):
 			plan.Keep = append(plan.Keep, s)
