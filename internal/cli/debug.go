@@ -2,12 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
-
-	"github.com/sluicefs/sluice/internal/object/metrics"
 )
 
 // servePprof serves Go's runtime profiles at addr in the background, for
@@ -30,9 +29,10 @@ func servePprof(addr string, log *slog.Logger) error {
 	return nil
 }
 
-// serveMetrics serves the object storage metrics of a mount at addr/metrics
-// in the Prometheus text format, in the background.
-func serveMetrics(addr string, m *metrics.Store, log *slog.Logger) error {
+// serveMetrics serves the metrics of a mount at addr/metrics in the
+// Prometheus text format, in the background: each of the writers writes
+// its families in turn (object storage, compaction and deletion).
+func serveMetrics(addr string, log *slog.Logger, writers ...func(io.Writer) error) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics %s: %w", addr, err)
@@ -40,8 +40,11 @@ func serveMetrics(addr string, m *metrics.Store, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		if err := m.WriteText(w); err != nil {
-			log.Warn("metrics: write", "err", err)
+		for _, write := range writers {
+			if err := write(w); err != nil {
+				log.Warn("metrics: write", "err", err)
+				return
+			}
 		}
 	})
 	go func() {

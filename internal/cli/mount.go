@@ -280,7 +280,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	}()
 	f := vol.Format()
 	if o.metrics != "" {
-		if err := serveMetrics(o.metrics, vol.Metrics(), log); err != nil {
+		if err := serveMetrics(o.metrics, log, vol.Metrics().WriteText, vol.WriteDataMetrics); err != nil {
 			return err
 		}
 	}

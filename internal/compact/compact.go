@@ -76,6 +76,7 @@ type Stats struct {
 	Freed   int64 // bytes of slices that lost their last reference
 	Skipped int   // chunks that kept changing and were left alone
 	Waste   int64 // bytes stored beyond the visible ones, in the chunks looked at, before
+	Left    int64 // the same, after
 }
 
 // Add adds o to s.
@@ -87,6 +88,7 @@ func (s *Stats) Add(o Stats) {
 	s.Freed += o.Freed
 	s.Skipped += o.Skipped
 	s.Waste += o.Waste
+	s.Left += o.Left
 }
 
 // Compactor rewrites chunks of one volume.
@@ -133,12 +135,14 @@ func (c *Compactor) chunk(ctx context.Context, ino meta.Ino, idx uint32, plan fu
 		}
 		p := plan(old)
 		if !p.Due() {
-			return Stats{Waste: p.Waste}, nil
+			return Stats{Waste: p.Waste, Left: p.Waste}, nil
 		}
-		if p.Dropped > 0 && len(p.Copy) > 0 {
+		dropFirst := p.Dropped > 0 && len(p.Copy) > 0
+		if dropFirst {
 			// Free what costs nothing to free before storing copies, so
 			// the bucket does not hold both at once.
-			p = Plan{Keep: p.Shown, Shown: p.Shown, Entries: p.Entries, Dropped: p.Dropped, Stored: p.Stored, Visible: p.Visible, Waste: p.Waste}
+			p = Plan{Keep: p.Shown, Shown: p.Shown, Entries: p.Entries, Dropped: p.Dropped,
+				Stored: p.Stored, Visible: p.Visible, Waste: p.Waste, Left: p.Waste}
 		}
 		st, err := c.apply(ctx, ino, idx, old, p)
 		// A block gone: another mount compacted the chunk and deleted
@@ -151,12 +155,12 @@ func (c *Compactor) chunk(ctx context.Context, ino meta.Ino, idx uint32, plan fu
 		}
 		c.conf.Logger.Debug("chunk compacted", "inode", ino, "chunk", idx, "entries", len(old),
 			"dropped", st.Dropped, "copied", st.Bytes, "freed", st.Freed, "waste", p.Waste)
-		if len(p.Copy) == 0 && p.Dropped > 0 {
-			// Dropping may have been the first step: look again.
+		if dropFirst {
 			more, err := c.chunk(ctx, ino, idx, plan)
-			st.Add(more)
-			st.Chunks, st.Waste = 1, p.Waste
-			return st, err
+			more.Chunks, more.Slices, more.Waste = 1, st.Slices, st.Waste
+			more.Dropped += st.Dropped
+			more.Freed += st.Freed
+			return more, err
 		}
 		return st, nil
 	}
@@ -191,7 +195,7 @@ func (c *Compactor) apply(ctx context.Context, ino meta.Ino, idx uint32, old []m
 	if c.conf.Swapped != nil {
 		c.conf.Swapped(ino)
 	}
-	st := Stats{Chunks: 1, Slices: len(old), Dropped: plan.Dropped, Bytes: int64(size), Waste: plan.Waste}
+	st := Stats{Chunks: 1, Slices: len(old), Dropped: plan.Dropped, Bytes: int64(size), Waste: plan.Waste, Left: plan.Left}
 	for _, s := range released {
 		st.Freed += int64(s.Size)
 	}

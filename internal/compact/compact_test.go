@@ -170,7 +170,9 @@ func TestPolicy(t *testing.T) {
 		{name: "least shown first", ss: []meta.Slice{sl(1, 0, 64*mib), sl(2, 0, 8*mib), sl(3, 0, 7*mib), sl(4, 40*mib, 2*mib)},
 			p: Policy{Waste: 0.1, MinWaste: 1, MaxCopy: 4 * mib}, due: true, keep: []uint64{1, 3, 4}, copy: []uint64{2}, waste: 17 * mib},
 		{name: "until the waste is halved", ss: []meta.Slice{sl(1, 0, 64*mib), sl(2, 0, 8*mib), sl(3, 0, 7*mib), sl(4, 40*mib, 2*mib)},
-			p: Policy{Waste: 0.1, MinWaste: 1}, due: true, keep: []uint64{3, 4}, copy: []uint64{1, 2}, waste: 17 * mib},
+			p: Policy{Waste: 0.1, MinWaste: 1, MaxShown: 1}, due: true, keep: []uint64{3, 4}, copy: []uint64{1, 2}, waste: 17 * mib},
+		{name: "costly slice left for later", ss: []meta.Slice{sl(1, 0, 64*mib), sl(2, 0, 8*mib), sl(3, 0, 7*mib), sl(4, 40*mib, 2*mib)},
+			p: Policy{Waste: 0.1, MinWaste: 1}, due: true, keep: []uint64{1, 3, 4}, copy: []uint64{2}, waste: 17 * mib},
 		{name: "copy bounded", ss: []meta.Slice{sl(1, 0, 64*mib), sl(2, 0, 16*mib)}, p: Policy{MaxCopy: mib},
 			keep: []uint64{1, 2}, waste: 16 * mib},
 		{name: "hole kept", ss: []meta.Slice{sl(1, 0, 64*mib), sl(2, 0, 16*mib), {Pos: 100, Len: 100}}, due: true,
@@ -202,6 +204,9 @@ func TestPolicy(t *testing.T) {
 				plan.Dropped != tc.dropped || plan.Waste != tc.waste {
 				t.Errorf("Plan: due %v, keep %v, copy %v, dropped %d, waste %d\nwant due %v, keep %v, copy %v, dropped %d, waste %d",
 					plan.Due(), keep, copied, plan.Dropped, plan.Waste, tc.due, tc.keep, tc.copy, tc.dropped, tc.waste)
+			}
+			if plan.Left > plan.Waste || !plan.Due() && plan.Left != plan.Waste {
+				t.Errorf("Plan leaves %d of %d bytes wasted", plan.Left, plan.Waste)
 			}
 			// The plan reads what the list reads.
 			checkPlan(t, tc.ss, plan)

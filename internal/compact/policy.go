@@ -35,6 +35,11 @@ type Policy struct {
 	// MaxCopy bounds the bytes one partial rewrite copies; default a
 	// chunk. The slices that free the most per byte copied come first.
 	MaxCopy int64
+	// MaxShown is the largest share of its stored bytes a slice may
+	// show and still be copied: copying a slice that shows a share u of
+	// itself costs u/(1-u) bytes per byte freed, 3 at the default 3/4. A
+	// writer still at work will soon cover more of it, making it cheaper.
+	MaxShown float64
 }
 
 // Defaults fills unset fields.
@@ -57,13 +62,16 @@ func (p *Policy) Defaults() {
 	if p.MaxCopy <= 0 {
 		p.MaxCopy = meta.ChunkSize
 	}
+	if p.MaxShown <= 0 {
+		p.MaxShown = 3.0 / 4
+	}
 }
 
 // SettlePolicy is the policy for a chunk its writer has left alone for a
 // while: rewrite until almost nothing is wasted, since no new overwrite
 // will undo the work soon.
 func SettlePolicy() Policy {
-	return Policy{Waste: 1.0 / 64, MinWaste: 256 << 10}
+	return Policy{Waste: 1.0 / 64, MinWaste: 256 << 10, MaxShown: 1}
 }
 
 // Plan is what a compaction does to one slice list: keep some entries as
@@ -83,8 +91,8 @@ type Plan struct {
 	Entries, Dropped int
 	// Stored, Visible and Waste describe the list before: the bytes its
 	// slices store, the bytes its reads return from them, and the
-	// difference.
-	Stored, Visible, Waste int64
+	// difference. Left is the waste the planned list keeps.
+	Stored, Visible, Waste, Left int64
 }
 
 // Due reports whether the plan changes the list.
@@ -200,6 +208,9 @@ func (p Policy) plan(list []meta.Slice, full bool) Plan {
 				if waste <= target {
 					break
 				}
+				if float64(u.visible) > p.MaxShown*float64(u.size) {
+					break // the rest show more
+				}
 				if u.size == u.visible || copied+u.visible > p.MaxCopy {
 					continue
 				}
@@ -207,6 +218,11 @@ func (p Policy) plan(list []meta.Slice, full bool) Plan {
 				copied += u.visible
 				waste -= u.size - u.visible
 			}
+		}
+	}
+	for _, u := range uses {
+		if u.visible > 0 && !rewrite[u.id] {
+			plan.Left += u.size - u.visible
 		}
 	}
 	for i, s := range list {

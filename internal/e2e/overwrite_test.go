@@ -5,10 +5,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -42,6 +47,44 @@ func (v *volume) bucketBytes(t *testing.T) int64 {
 	return n
 }
 
+// freeAddr returns a loopback address with a port free now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scrape returns the unlabelled samples a mount serves at addr/metrics.
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || strings.HasPrefix(line, "#") || strings.Contains(f[0], "{") {
+			continue
+		}
+		x, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		out[f[0]] = x
+	}
+	return out
+}
+
 // TestOverwriteSpace rewrites a file that spans two chunks in place, in
 // random pieces of 64 KiB to 8 MiB with an fsync every 16 writes (a
 // database, a VM image), and checks that the bucket stays near the file's
@@ -49,7 +92,8 @@ func (v *volume) bucketBytes(t *testing.T) int64 {
 // reads back right, on this mount and on a fresh one.
 func TestOverwriteSpace(t *testing.T) {
 	v := newVolume(t)
-	v.mount(t)
+	addr := freeAddr(t)
+	v.mount(t, "--metrics", addr)
 	const size = 80 << 20
 	want := randomData(size, 1)
 	path := v.path("db")
@@ -111,6 +155,17 @@ func TestOverwriteSpace(t *testing.T) {
 		return nil
 	})
 	t.Logf("settled at %.2fx", float64(v.bucketBytes(t))/size)
+	// The mount's metrics tell what compaction and deletion did, and
+	// what the chunks still waste.
+	m := scrape(t, addr)
+	for _, name := range []string{"sluice_compaction_chunks_total", "sluice_compaction_freed_bytes_total", "sluice_deletion_slices_total", "sluice_deletion_bytes_total"} {
+		if m[name] <= 0 {
+			t.Errorf("metric %s = %v after a compacted overwrite workload", name, m[name])
+		}
+	}
+	if w, ok := m["sluice_compaction_waste_bytes"]; !ok || w > size/4 {
+		t.Errorf("sluice_compaction_waste_bytes = %v (present %v), want at most a quarter of the file", w, ok)
+	}
 	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("content through the writing mount differs (%v)", err)
 	}

@@ -137,6 +137,7 @@ type Client struct {
 	// delMu serializes rounds of the deletion queues (background and
 	// FlushDeletions), so that one client never works on a slice twice.
 	delMu sync.Mutex
+	dels  deletionCounters
 
 	mu struct {
 		sync.Mutex

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -43,7 +44,7 @@ func (c *Client) processDeletions(ctx context.Context) error {
 	if c.conf.DeleteSlice == nil {
 		return nil
 	}
-	for {
+	for first := true; ; first = false {
 		var slices []Slice
 		if err := c.st.View(ctx, func(tx store.Tx) error {
 			var err error
@@ -51,6 +52,14 @@ func (c *Client) processDeletions(ctx context.Context) error {
 			return err
 		}); err != nil {
 			return fmt.Errorf("list deleted slices: %w", err)
+		}
+		if first {
+			var n int64
+			for _, s := range slices {
+				n += int64(s.Size)
+			}
+			c.dels.queued.Store(int64(len(slices)))
+			c.dels.queuedBytes.Store(n)
 		}
 		if err := c.deleteSlices(ctx, slices); err != nil {
 			return err
@@ -76,8 +85,11 @@ func (c *Client) deleteSlices(ctx context.Context, slices []Slice) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
+				c.dels.failed.Add(1)
 				errs = append(errs, fmt.Errorf("delete slice %d: %w", s.Id, err))
 			} else {
+				c.dels.deleted.Add(1)
+				c.dels.bytes.Add(int64(s.Size))
 				deleted = append(deleted, s)
 			}
 			return nil
@@ -120,6 +132,28 @@ func (c *Client) dropFileData(ctx context.Context, f store.DelFile) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// deletionCounters count what a client deleted, for DeletionStats.
+type deletionCounters struct {
+	deleted, bytes, failed atomic.Int64
+	queued, queuedBytes    atomic.Int64
+}
+
+// DeletionStats is what a client's deletion of slices did since it
+// started, and what it last saw queued.
+type DeletionStats struct {
+	Deleted, DeletedBytes int64 // slices whose blocks it deleted, and their bytes
+	Failed                int64 // deletions that failed (and stayed queued)
+	// Queued and QueuedBytes are the slices queued at the start of its
+	// last background round, at most one batch of them (100 or 200).
+	Queued, QueuedBytes int64
+}
+
+// DeletionStats returns what this client deleted, for metrics.
+func (c *Client) DeletionStats() DeletionStats {
+	return DeletionStats{Deleted: c.dels.deleted.Load(), DeletedBytes: c.dels.bytes.Load(), Failed: c.dels.failed.Load(),
+		Queued: c.dels.queued.Load(), QueuedBytes: c.dels.queuedBytes.Load()}
 }
 
 // FlushDeletions runs the deletion queues once, now. Tests and `sluice gc`

@@ -52,6 +52,10 @@ type compactor struct {
 	queued   map[chunkRef]bool      // waiting in reqs
 	settling map[chunkRef]time.Time // chunks to settle, with their last commit
 	stats    compact.Stats          // totals, for the mount's metrics
+	// waste is what the chunks this mount checked still store beyond
+	// what they show, as of their last check; chunks with none are not
+	// kept, and at most maxSettling are.
+	waste map[chunkRef]int64
 }
 
 // compactReq is a chunk to check, and with which policy.
@@ -62,7 +66,7 @@ type compactReq struct {
 
 func newCompactor(v *VFS, c *compact.Compactor) *compactor {
 	k := &compactor{v: v, reqs: make(chan compactReq, 256), since: map[chunkRef]written{},
-		queued: map[chunkRef]bool{}, settling: map[chunkRef]time.Time{}}
+		queued: map[chunkRef]bool{}, settling: map[chunkRef]time.Time{}, waste: map[chunkRef]int64{}}
 	// Drop this mount's cached lists of a compacted chunk before the
 	// slices they name are deleted.
 	k.c = c.WithSwapped(v.forgetSlices)
@@ -137,6 +141,11 @@ func (k *compactor) check(ctx context.Context, r compactReq) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.stats.Add(st)
+	if st.Left > 0 && (len(k.waste) < maxSettling || k.waste[r.ref] > 0) {
+		k.waste[r.ref] = st.Left
+	} else {
+		delete(k.waste, r.ref)
+	}
 	if !r.settle && (st.Waste > 0 || st.Chunks > 0) {
 		if len(k.settling) >= maxSettling {
 			k.queueSettledLocked(time.Now().Add(settleAfter))
@@ -162,6 +171,34 @@ func (k *compactor) queueSettledLocked(now time.Time) {
 		}
 		delete(k.settling, ref)
 	}
+}
+
+// CompactionStats is what a mount's background compaction did since it
+// started.
+type CompactionStats struct {
+	compact.Stats
+	// Waste is the bytes the chunks it checked store beyond what they
+	// show, as of each one's last check.
+	Waste int64
+	// Pending is the number of chunks queued for a check or waiting to
+	// settle.
+	Pending int
+}
+
+// CompactionStats returns what the background compaction did; zero
+// without a compactor.
+func (v *VFS) CompactionStats() CompactionStats {
+	k := v.compact
+	if k == nil {
+		return CompactionStats{}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := CompactionStats{Stats: k.stats, Pending: len(k.queued) + len(k.settling)}
+	for _, w := range k.waste {
+		out.Waste += w
+	}
+	return out
 }
 
 // compactTree is the "compact" control: it compacts every chunk of the
