@@ -45,7 +45,8 @@ type SpaceReport struct {
 	Visible int64
 	// Detached is the part of Visible read by chunk lists of inodes
 	// without attributes: deleted files waiting in the deletion queue,
-	// and slice lists a compaction replaced, parked until they expire.
+	// and slice lists that compaction in earlier versions parked until
+	// they expired.
 	// Visible-Detached is what the volume's files show.
 	Detached int64
 
@@ -58,7 +59,7 @@ type DeletionBacklog struct {
 	// Slices are queued for their blocks to be deleted; SliceBytes is
 	// the sum of their sizes.
 	Slices, SliceBytes int64
-	// Files are deleted files (and slice lists replaced by compaction)
+	// Files are deleted files (and slice lists parked by earlier versions' compaction)
 	// whose chunks are still to be dropped; FileBytes is the sum of the
 	// lengths their queue records give.
 	Files, FileBytes int64

@@ -22,6 +22,10 @@ const (
 	// maxSettling bounds the chunks waiting to settle; past it the
 	// oldest are checked at once.
 	maxSettling = 4096
+	// maxCounted bounds the chunks whose commits are counted (most are
+	// small files' only chunk, committed once); past it the counts start
+	// over, which only delays some checks.
+	maxCounted = 1 << 16
 )
 
 // chunkRef names chunk idx of file ino.
@@ -79,6 +83,9 @@ func (k *compactor) committed(ino meta.Ino, idx uint32, n uint32) {
 	ref := chunkRef{ino, idx}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if len(k.since) >= maxCounted {
+		clear(k.since)
+	}
 	w := k.since[ref]
 	w.slices++
 	w.bytes += int64(n)
