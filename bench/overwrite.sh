@@ -30,6 +30,7 @@
 #   SLUICE       a sluice binary (default: built from ./cmd/sluice)
 #   JUICEFS      a juicefs binary (default: what /work/shared/bench/build-juicefs.sh prints, or PEER_BUILD)
 #   SLUICE_OPTS / JUICEFS_OPTS   extra mount flags for each
+#   TMPDIR       where the volumes, buckets and caches go (default /tmp; removed at the end)
 #   SYSTEMS      which systems to run (default "sluice juicefs"; "sluice" alone needs no JuiceFS)
 #   OUT          directory for samples.csv (system,round,t_s,phase,t_after_write_s,bytes,mib,x_file,objects),
 #                results.txt, the fio reports and the mount logs (default /tmp/sluice-overwrite-DATE; kept)
@@ -43,7 +44,11 @@ for c in fio python3 sha256sum du; do
 done
 [ "$(id -u)" = 0 ] || { echo "run as root (FUSE mounts)" >&2; exit 1; }
 
-D=$(mktemp -d /tmp/sluice-overwrite.XXXXXX); chmod 755 "$D"
+D=$(mktemp -d "${TMPDIR:-/tmp}/sluice-overwrite.XXXXXX"); chmod 755 "$D"
+# A bucket that keeps every overwritten byte grows at the write rate (a few hundred MiB/s here).
+avail=$(df -Pk "$D" | awk 'NR == 2 { print int($4 / 1024) }')
+[ "$avail" -ge $((RUNTIME * 256)) ] ||
+  echo "overwrite.sh: warning: $avail MiB free under $D; a bucket may need up to $((RUNTIME * 256)) MiB" >&2
 OUT=${OUT:-/tmp/sluice-overwrite-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 SPID=
@@ -198,6 +203,7 @@ run_one() { # run_one SYSTEM ROUND: one round on one system, a line in RUNS
     grep -cvE 'CAP_SYS_RESOURCE is needed|Set storage tier: not supported' || true)
   [ "$errs" = 0 ] || say "$sys round $r: $errs error/warning lines in $log"
   echo "$sys $r $pbytes $mibps $bytes $check $errs" >>"$RUNS"
+  rm -rf "$bucket" "$D/$tag-cache" "$D/$tag-cache2" "$D/$tag.db"* # room for the next system's bucket
 }
 
 say "output in $OUT (RUNTIME=$RUNTIME SETTLE=$SETTLE ROUNDS=$ROUNDS ENGINE=${ENGINE:-sqlite} FILE_MIB=$FILE_MIB)"
