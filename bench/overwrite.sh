@@ -28,7 +28,7 @@
 #   ENGINE       sqlite (default) or redis (REDIS_URL, default redis://127.0.0.1:6379; databases 11 and 12
 #                are flushed and used)
 #   SLUICE       a sluice binary (default: built from ./cmd/sluice)
-#   JUICEFS      a juicefs binary (default: what /work/shared/bench/build-juicefs.sh prints, or PEER_BUILD)
+#   JUICEFS      a juicefs binary (default: what scripts/build-juicefs.sh prints, or PEER_BUILD)
 #   SLUICE_OPTS / JUICEFS_OPTS   extra mount flags for each
 #   TMPDIR       where the volumes, buckets and caches go (default /tmp; removed at the end)
 #   SYSTEMS      which systems to run (default "sluice juicefs"; "sluice" alone needs no JuiceFS)
@@ -65,7 +65,7 @@ say() { echo "overwrite.sh: $*" >&2; }
 
 if [ -z "${SLUICE:-}" ]; then SLUICE=$D/sluice; go build -o "$SLUICE" ./cmd/sluice; fi
 case " $SYSTEMS " in
-  *" juicefs "*) JUICEFS=${JUICEFS:-$("${PEER_BUILD:-/work/shared/bench/build-juicefs.sh}")} ;;
+  *" juicefs "*) JUICEFS=${JUICEFS:-$("${PEER_BUILD:-scripts/build-juicefs.sh}")} ;;
 esac
 case ${ENGINE:-sqlite} in
   sqlite) ;;

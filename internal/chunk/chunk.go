@@ -260,6 +260,11 @@ func (s *Store) key(id uint64, size uint32, index int) string {
 // a reference to data, which the writer never modifies once its upload has
 // started.
 func (s *Store) putBlock(ctx context.Context, id uint64, index int, data []byte) error {
+	return s.put(ctx, id, index, data, s.cache)
+}
+
+// put is putBlock caching the uploaded block in c.
+func (s *Store) put(ctx context.Context, id uint64, index int, data []byte, c cache.Cache) error {
 	key := BlockKey(id, index, len(data), s.conf.HashPrefix)
 	if s.conf.Writeback && s.stage(key, data) {
 		return nil
@@ -274,7 +279,7 @@ func (s *Store) putBlock(ctx context.Context, id uint64, index int, data []byte)
 		return fmt.Errorf("upload block %s: %w", key, err)
 	}
 	if !s.conf.CachePartialOnly {
-		s.cache.Put(key, data)
+		c.Put(key, data)
 	}
 	return nil
 }

@@ -34,7 +34,9 @@ func (s *Store) WriteSliceFunc(ctx context.Context, id uint64, size uint32, fill
 			if err := fill(gctx, uint32(i*bs), block); err != nil {
 				return err
 			}
-			return s.putBlock(gctx, id, i, block)
+			// The copy is cached in memory only: writing it to the
+			// disk cache too would take the disk from the writers.
+			return s.put(gctx, id, i, block, s.mem)
 		})
 	}
 	if err := g.Wait(); err != nil {
