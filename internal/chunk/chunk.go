@@ -260,13 +260,14 @@ func (s *Store) key(id uint64, size uint32, index int) string {
 // a reference to data, which the writer never modifies once its upload has
 // started.
 func (s *Store) putBlock(ctx context.Context, id uint64, index int, data []byte) error {
-	return s.put(ctx, id, index, data, s.cache)
+	return s.put(ctx, id, index, data, s.cache, s.conf.Writeback)
 }
 
-// put is putBlock caching the uploaded block in c.
-func (s *Store) put(ctx context.Context, id uint64, index int, data []byte, c cache.Cache) error {
+// put is putBlock caching the uploaded block in c, and staging it only
+// when stage is set.
+func (s *Store) put(ctx context.Context, id uint64, index int, data []byte, c cache.Cache, stage bool) error {
 	key := BlockKey(id, index, len(data), s.conf.HashPrefix)
-	if s.conf.Writeback && s.stage(key, data) {
+	if stage && s.stage(key, data) {
 		return nil
 	}
 	select {

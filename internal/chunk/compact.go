@@ -35,8 +35,11 @@ func (s *Store) WriteSliceFunc(ctx context.Context, id uint64, size uint32, fill
 				return err
 			}
 			// The copy is cached in memory only: writing it to the
-			// disk cache too would take the disk from the writers.
-			return s.put(gctx, id, i, block, s.mem)
+			// disk cache too would take the disk from the writers. It
+			// is uploaded before the swap even with writeback: nobody
+			// waits for it, and the slices it replaces are deleted at
+			// once, so other mounts must find it in the bucket.
+			return s.put(gctx, id, i, block, s.mem, false)
 		})
 	}
 	if err := g.Wait(); err != nil {

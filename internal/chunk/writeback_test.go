@@ -364,3 +364,35 @@ func TestWritebackNeedsDisk(t *testing.T) {
 		t.Error("Open of a disk cache without a volume UUID succeeded")
 	}
 }
+
+// A compaction's slice is in the bucket when WriteSliceFunc returns, with
+// writeback too: it replaces slices that are deleted at once, so other
+// mounts must find it there, not only in this mount's staging.
+func TestWriteSliceFuncBypassesStaging(t *testing.T) {
+	obj := newFileStore(t)
+	dir := t.TempDir()
+	s := openStore(t, obj, dir, Config{Writeback: true})
+	data := pattern(3, 2*testBlockSize+100)
+	err := s.WriteSliceFunc(context.Background(), 77, uint32(len(data)), func(_ context.Context, off uint32, p []byte) error {
+		copy(p, data[off:])
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("WriteSliceFunc: %v", err)
+	}
+	if staged := stagedFiles(t, dir); len(staged) != 0 {
+		t.Errorf("staged %v", staged)
+	}
+	for i := 0; i < 3; i++ {
+		key := BlockKey(77, i, min(testBlockSize, len(data)-i*testBlockSize), false)
+		r, err := obj.Get(context.Background(), key, 0, -1)
+		if err != nil {
+			t.Fatalf("block %s not in the bucket: %v", key, err)
+		}
+		got, _ := io.ReadAll(r)
+		r.Close()
+		if !bytes.Equal(got, data[i*testBlockSize:i*testBlockSize+len(got)]) {
+			t.Errorf("block %s differs", key)
+		}
+	}
+}
