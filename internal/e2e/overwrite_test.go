@@ -348,3 +348,44 @@ func TestOverwriteReaders(t *testing.T) {
 		t.Errorf("the mounts logged errors:\n%s", out)
 	}
 }
+
+// TestOverwriteSettlesOnUnmount: waste too small for the mount to copy
+// while the file is written (4 MiB of a 16 MiB file) is settled when the
+// mount goes away, not left in the bucket.
+func TestOverwriteSettlesOnUnmount(t *testing.T) {
+	v := newVolume(t)
+	v.mount(t)
+	const size = 16 << 20
+	want := randomData(size, 3)
+	path := v.path("f")
+	if err := os.WriteFile(path, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, off := range []int{0, 2 << 20} {
+		p := randomData(2<<20, uint64(10+i))
+		copy(want[off:], p)
+		if _, err := f.WriteAt(p, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v.umount(t)
+	if n := v.bucketBytes(t); n > size+size/64 {
+		t.Errorf("after unmounting, the bucket holds %d bytes for a %d-byte file", n, size)
+	}
+	v.mount(t)
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("content after unmount and mount differs (%v)", err)
+	}
+	v.umount(t)
+	v.wantFsckClean(t)
+}
