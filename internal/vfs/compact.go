@@ -58,7 +58,7 @@ type compactor struct {
 	queued   map[chunkRef]bool      // waiting in reqs
 	settling map[chunkRef]time.Time // chunks to settle, with their last commit
 	stats    compact.Stats          // totals, for the mount's metrics
-	done chan struct{} // closed when run returned
+	done     chan struct{}          // closed when run returned
 	// waste is what the chunks this mount checked still store beyond
 	// what they show, as of their last check; chunks with none are not
 	// kept, and at most maxSettling are.
