@@ -22,8 +22,6 @@ const (
 	// maxSettling bounds the chunks waiting to settle; past it the
 	// oldest are checked at once.
 	maxSettling = 4096
-	// settleOnClose bounds the time Close spends settling chunks.
-	settleOnClose = 5 * time.Second
 	// maxCounted bounds the chunks whose commits are counted (most are
 	// small files' only chunk, committed once); past it the counts start
 	// over, which only delays some checks.
@@ -58,7 +56,6 @@ type compactor struct {
 	queued   map[chunkRef]bool      // waiting in reqs
 	settling map[chunkRef]time.Time // chunks to settle, with their last commit
 	stats    compact.Stats          // totals, for the mount's metrics
-	done     chan struct{}          // closed when run returned
 	// waste is what the chunks this mount checked still store beyond
 	// what they show, as of their last check; chunks with none are not
 	// kept, and at most maxSettling are.
@@ -73,8 +70,7 @@ type compactReq struct {
 
 func newCompactor(v *VFS, c *compact.Compactor) *compactor {
 	k := &compactor{v: v, reqs: make(chan compactReq, 256), since: map[chunkRef]written{},
-		queued: map[chunkRef]bool{}, settling: map[chunkRef]time.Time{}, waste: map[chunkRef]int64{},
-		done: make(chan struct{})}
+		queued: map[chunkRef]bool{}, settling: map[chunkRef]time.Time{}, waste: map[chunkRef]int64{}}
 	// Drop this mount's cached lists of a compacted chunk before the
 	// slices they name are deleted.
 	k.c = c.WithSwapped(v.forgetSlices)
@@ -162,30 +158,6 @@ func (k *compactor) check(ctx context.Context, r compactReq) {
 			k.queueSettledLocked(time.Now().Add(settleAfter))
 		}
 		k.settling[r.ref] = time.Now()
-	}
-}
-
-// settleAll settles every chunk waiting to settle or queued, now, until
-// ctx ends; run must have returned. A mount that goes away leaves its
-// chunks tidy, not 1/8 wasted.
-func (k *compactor) settleAll(ctx context.Context) {
-	k.mu.Lock()
-	refs := make([]chunkRef, 0, len(k.settling)+len(k.queued))
-	for ref := range k.settling {
-		refs = append(refs, ref)
-	}
-	for ref := range k.queued {
-		if _, ok := k.settling[ref]; !ok {
-			refs = append(refs, ref)
-		}
-	}
-	clear(k.settling)
-	k.mu.Unlock()
-	for _, ref := range refs {
-		if ctx.Err() != nil {
-			return
-		}
-		k.check(ctx, compactReq{ref: ref, settle: true})
 	}
 }
 

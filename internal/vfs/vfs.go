@@ -109,10 +109,7 @@ func New(m Meta, s *chunk.Store, conf Config) *VFS {
 	v.stop = stop
 	if conf.Compactor != nil {
 		v.compact = newCompactor(v, conf.Compactor)
-		go func() {
-			defer close(v.compact.done)
-			v.compact.run(ctx)
-		}()
+		go v.compact.run(ctx)
 		controls := map[string]Control{"compact": v.compactTree}
 		for name, fn := range conf.Controls {
 			controls[name] = fn
@@ -318,10 +315,9 @@ func (v *VFS) RemoveXattr(ctx context.Context, ino meta.Ino, name string) error 
 }
 
 // Close commits every buffered write of every open file and stops
-// background work, settling first the chunks the compactor was waiting
-// to settle (for a few seconds at most, within ctx).
+// background work.
 func (v *VFS) Close(ctx context.Context) error {
-	defer v.stop()
+	v.stop()
 	v.mu.Lock()
 	files := make([]*openFile, 0, len(v.mu.files))
 	for _, f := range v.mu.files {
@@ -333,13 +329,6 @@ func (v *VFS) Close(ctx context.Context) error {
 		if err := f.flush(ctx); err != nil && first == nil {
 			first = err
 		}
-	}
-	if v.compact != nil {
-		v.stop()
-		<-v.compact.done
-		sctx, cancel := context.WithTimeout(ctx, settleOnClose)
-		v.compact.settleAll(sctx)
-		cancel()
 	}
 	return first
 }
