@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -58,7 +59,7 @@ func (c *Client) CompactChunk(ctx context.Context, ino Ino, idx uint32, old, rep
 		if err != nil {
 			return err
 		}
-		if len(cur) < len(old) || !equalSlices(cur[:len(old)], old) {
+		if len(cur) < len(old) || !slices.Equal(cur[:len(old)], old) {
 			return ErrChunkChanged
 		}
 		list := make([]Slice, 0, len(repl)+len(cur)-len(old))
@@ -142,18 +143,6 @@ func releaseDropped(tx store.Tx, old, repl []Slice, released []Slice) ([]Slice, 
 		}
 	}
 	return released, nil
-}
-
-func equalSlices(a, b []Slice) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // DeleteReleased deletes the blocks of slices that CompactChunk released,
