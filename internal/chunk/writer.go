@@ -55,6 +55,7 @@ type wslice struct {
 	pos     uint32 // offset in the chunk
 	length  uint32
 	blocks  [][]byte
+	held    int64 // bytes of buffer the blocks hold, taken from the budget
 	id      uint64
 	started int  // leading blocks whose upload has started
 	frozen  bool // no more writes; finishing
@@ -185,7 +186,7 @@ func (w *FileWriter) dropCoveredLocked(idx uint32, sl *wslice, pos, end uint32) 
 		}
 	}
 	for _, x := range dropped {
-		w.s.buffers.release(int64(len(x.blocks) * w.s.conf.BlockSize))
+		w.s.buffers.release(x.held)
 		close(x.done)
 	}
 }
@@ -196,12 +197,12 @@ func (w *FileWriter) copyIn(sl *wslice, off uint32, p []byte) {
 	for len(p) > 0 {
 		i := int(off) / bs
 		for len(sl.blocks) <= i {
-			sl.blocks = append(sl.blocks, make([]byte, 0, bs))
-			w.s.buffers.add(int64(bs))
+			sl.blocks = append(sl.blocks, nil)
 		}
-		b := sl.blocks[i]
 		in := int(off) % bs
-		n := copy(b[in:cap(b)], p)
+		n := min(len(p), bs-in)
+		b := w.grow(sl, sl.blocks[i], in+n) // zero past len(b): a gap reads as zeros
+		copy(b[in:in+n], p)
 		if in+n > len(b) {
 			b = b[:in+n]
 		}
@@ -212,6 +213,37 @@ func (w *FileWriter) copyIn(sl *wslice, off uint32, p []byte) {
 			sl.length = off
 		}
 	}
+}
+
+// Block buffers start small and grow, so a small file holds a few KiB
+// rather than a whole block: allocating and zeroing 4 MiB for a 10 KB
+// file cost more than the rest of its write. A buffer that reaches
+// fullBufferAt, as one filled by large or sequential writes does at once,
+// takes the whole block size, so big files copy nothing twice.
+const (
+	minBuffer    = 4 << 10
+	fullBufferAt = 128 << 10
+)
+
+// grow returns b with room for need bytes, taking what it adds from the
+// budget.
+func (w *FileWriter) grow(sl *wslice, b []byte, need int) []byte {
+	if need <= cap(b) {
+		return b
+	}
+	bs := w.s.conf.BlockSize
+	size := max(minBuffer, 2*cap(b))
+	for size < need {
+		size *= 2
+	}
+	if size >= fullBufferAt || size > bs {
+		size = bs
+	}
+	nb := make([]byte, len(b), size)
+	copy(nb, b)
+	w.s.buffers.add(int64(size - cap(b)))
+	sl.held += int64(size - cap(b))
+	return nb
 }
 
 // startUploads uploads blocks [sl.started, upto) in the background.
@@ -279,7 +311,7 @@ func (w *FileWriter) finishLocked(sl *wslice) {
 		}
 		w.mu.commits++
 		w.mu.Unlock()
-		w.s.buffers.release(int64(len(sl.blocks) * w.s.conf.BlockSize))
+		w.s.buffers.release(sl.held)
 		close(sl.done)
 	}()
 }

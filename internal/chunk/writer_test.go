@@ -653,3 +653,47 @@ func TestReadDuringCommit(t *testing.T) {
 	}
 	assertBytes(t, p, m.bytes(meta.ChunkSize-1000, 1000), meta.ChunkSize-1000)
 }
+
+// TestSmallBuffers checks that block buffers grow with what is written:
+// a small file holds a few KiB of the budget, not a block, gaps read as
+// zeros, and a buffer that reaches fullBufferAt takes the whole block.
+func TestSmallBuffers(t *testing.T) {
+	const bs = 4 << 20
+	for _, tc := range []struct {
+		name   string
+		writes [][2]int // offset, length
+		held   int64
+	}{
+		{"10 KB file", [][2]int{{0, 10000}}, 16 << 10},
+		{"tar records", [][2]int{{0, 10240}, {10240, 10240}, {20480, 10240}}, 32 << 10},
+		{"apart", [][2]int{{0, 100}, {20000, 100}}, 2 * minBuffer},
+		{"rewrite", [][2]int{{0, 5000}, {100, 200}, {4000, 3000}}, 8 << 10},
+		{"sequential 128 KiB", [][2]int{{0, 128 << 10}}, bs},
+		{"grows to a block", [][2]int{{0, 60 << 10}, {60 << 10, 60 << 10}, {120 << 10, 10 << 10}}, bs},
+		{"two blocks", [][2]int{{0, bs - 100}, {bs - 100, 200}}, bs + minBuffer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil, Config{BlockSize: bs, BufferSize: 64 << 20})
+			ino := e.newFile(t, "f")
+			w := e.s.NewWriter(ino, e.c)
+			var m fileModel
+			for i, wr := range tc.writes {
+				data := pattern(uint64(i+1), wr[1])
+				if err := w.Write(e.ctx, data, uint64(wr[0])); err != nil {
+					t.Fatal(err)
+				}
+				m.write(data, uint64(wr[0]))
+			}
+			if used := budgetUsed(e.s); used != tc.held {
+				t.Errorf("buffers hold %d bytes, want %d", used, tc.held)
+			}
+			if err := w.Flush(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			e.check(t, nil, ino, &m)
+			if used := budgetUsed(e.s); used != 0 {
+				t.Errorf("budget still holds %d bytes after Flush", used)
+			}
+		})
+	}
+}

@@ -184,6 +184,7 @@ func testWriteKillsSetID(t *testing.T, mnt string) {
 		{0o4777, 0o777},
 		{0o2777, 0o777},
 		{0o6777, 0o777},
+		{0o2767, 0o2767}, // setgid without group execute stays
 	} {
 		p := filepath.Join(mnt, "setid")
 		write(t, p, nil)
@@ -212,8 +213,37 @@ func testWriteKillsSetID(t *testing.T, mnt string) {
 			t.Errorf("after a truncate by another user of a %o file: mode %o size %d, want mode %o size 5",
 				tc.mode, st.Mode&0o7777, st.Size, tc.want)
 		}
+		// A write by root (CAP_FSETID) keeps them.
+		if err := os.Chmod(p, os.FileMode(tc.mode&0o777)|modeBits(tc.mode)); err != nil {
+			t.Fatal(err)
+		}
+		write(t, p, []byte("root"))
+		if st := stat(t, p); st.Mode&0o7777 != tc.mode {
+			t.Errorf("after a write by root to a %o file: mode %o", tc.mode, st.Mode&0o7777)
+		}
 		if err := os.Remove(p); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// Any write drops file capabilities, root's too, also through a
+	// descriptor opened before they were set.
+	p := filepath.Join(mnt, "caps")
+	write(t, p, []byte("x"))
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	caps := []byte{1, 0, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} // v2, effective, CAP_NET_BIND_SERVICE
+	for i := range 2 {
+		if err := syscall.Setxattr(p, "security.capability", caps, 0); err != nil {
+			t.Fatalf("set capabilities: %v", err)
+		}
+		if _, err := f.Write([]byte("y")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := syscall.Getxattr(p, "security.capability", make([]byte, 64)); err != syscall.ENODATA {
+			t.Errorf("write %d: capabilities after a write: %v, want ENODATA", i, err)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package fuse
 
 import (
+	"syscall"
+
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/sluicefs/sluice/internal/meta"
@@ -12,6 +14,12 @@ func (fs *fileSystem) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name s
 	defer ctx.end()
 	a, fh, err := fs.v.Create(ctx, meta.Ino(in.NodeId), []byte(name),
 		uint16(in.Mode&0o7777), uint16(in.Umask), in.Flags)
+	if err == nil && in.Flags&syscall.O_TRUNC != 0 && in.OpenFlags&gofuse.OPEN_KILL_SUIDGID != 0 {
+		// An existing file opened by the create (killpriv, see Write).
+		if err = fs.v.KillSetID(ctx, fh); err != nil {
+			fs.v.Release(ctx, fh, 0)
+		}
+	}
 	if err != nil {
 		return fs.status("create", err)
 	}
@@ -24,6 +32,12 @@ func (fs *fileSystem) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofus
 	ctx := fs.ctx(cancel, &in.InHeader)
 	defer ctx.end()
 	_, fh, err := fs.v.Open(ctx, meta.Ino(in.NodeId), in.Flags)
+	if err == nil && in.Flags&syscall.O_TRUNC != 0 && in.Mode&gofuse.OPEN_KILL_SUIDGID != 0 {
+		// (killpriv, see Write; OpenIn.Mode holds the open flags)
+		if err = fs.v.KillSetID(ctx, fh); err != nil {
+			fs.v.Release(ctx, fh, 0)
+		}
+	}
 	if err != nil {
 		return fs.status("open", err)
 	}
@@ -51,6 +65,11 @@ func (fs *fileSystem) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte
 func (fs *fileSystem) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
 	ctx := fs.ctx(cancel, &in.InHeader)
 	defer ctx.end()
+	if in.WriteFlags&gofuse.WRITE_KILL_SUIDGID != 0 {
+		if err := fs.v.KillSetID(ctx, in.Fh); err != nil {
+			return 0, fs.status("write", err)
+		}
+	}
 	if err := fs.v.Write(ctx, in.Fh, in.Offset, data); err != nil {
 		return 0, fs.status("write", err)
 	}

@@ -148,6 +148,9 @@ func (fs *fileSystem) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out 
 		if in.Valid&gofuse.FATTR_FH != 0 {
 			mask |= meta.SetViaHandle
 		}
+		if in.Valid&gofuse.FATTR_KILL_SUIDGID != 0 {
+			mask |= meta.SetKillSetID // a truncation (killpriv, see Write)
+		}
 	}
 	switch {
 	case in.Valid&gofuse.FATTR_ATIME_NOW != 0:

@@ -65,6 +65,11 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 	if opts.ACL {
 		mo.ExtraCapabilities |= gofuse.CAP_DONT_MASK
 	}
+	// Sluice drops setuid and setgid itself on writes, truncations and
+	// chown (the kernel flags which ones; see fileSystem.Write), so the
+	// kernel need not ask for security.capability before every write,
+	// nor fetch the attributes again before every chown.
+	mo.ExtraCapabilities |= gofuse.CAP_HANDLE_KILLPRIV_V2
 	// The kernel checks permissions itself against the attributes it
 	// caches (refreshing them before it denies): otherwise it would not
 	// check search permission on path components it finds in its dentry

@@ -22,6 +22,11 @@ const (
 	// SetViaHandle marks a size change through an open file handle, which
 	// was checked for writing at open.
 	SetViaHandle
+	// SetKillSetID drops setuid, and setgid when the group may execute,
+	// from a regular file: what a write or truncation by a process
+	// without CAP_FSETID does. It needs no permission of its own (it only
+	// takes privilege away) and does nothing when the bits are clear.
+	SetKillSetID
 )
 
 // SetAttr changes the attributes of ino selected by mask to those in in.
@@ -82,6 +87,22 @@ func (c *Client) SetAttr(ctx context.Context, ino Ino, mask uint32, in *Attr) (*
 	return out, nil
 }
 
+// HasSetID reports whether mode has bits that a write by a process
+// without CAP_FSETID drops: setuid, or setgid with group execute.
+func HasSetID(mode uint16) bool {
+	return mode&modeSetuid != 0 || mode&(modeSetgid|0o010) == modeSetgid|0o010
+}
+
+// killSetID returns mode without setuid, and without setgid when the
+// group may execute.
+func killSetID(mode uint16) uint16 {
+	mode &^= modeSetuid
+	if mode&0o010 != 0 {
+		mode &^= modeSetgid
+	}
+	return mode
+}
+
 // killsSetID reports whether mode is old with only setuid and setgid
 // bits cleared, at least one of them.
 func killsSetID(old, mode uint16) bool {
@@ -92,6 +113,9 @@ func killsSetID(old, mode uint16) bool {
 // applyAttr checks and applies the ownership, mode and time changes.
 func (c *Client) applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Attr) error {
 	owner := cred.IsRoot() || cred.Uid == n.Uid
+	if mask&SetKillSetID != 0 && !(n.Type == store.TypeFile && HasSetID(n.Mode)) {
+		mask &^= SetKillSetID
+	}
 	if n.Flags&(FlagImmutable|FlagAppend) != 0 && mask&^(SetViaHandle|SetFlags) != 0 {
 		return syscall.EPERM
 	}
@@ -116,10 +140,7 @@ func (c *Client) applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Att
 		if n.Type != store.TypeDir {
 			// As Linux does on chown: drop setuid, and setgid when the
 			// group may execute.
-			n.Mode &^= modeSetuid
-			if n.Mode&0o010 != 0 {
-				n.Mode &^= modeSetgid
-			}
+			n.Mode = killSetID(n.Mode)
 		}
 		n.Uid, n.Gid = newUid, newGid
 		changed = true
@@ -194,6 +215,10 @@ func (c *Client) applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Att
 		case mask&SetMtime != 0:
 			n.Mtime, n.Mtimensec = in.Mtime, in.Mtimensec
 		}
+		changed = true
+	}
+	if mask&SetKillSetID != 0 {
+		n.Mode = killSetID(n.Mode)
 		changed = true
 	}
 	if mask&SetFlags != 0 {

@@ -39,6 +39,16 @@ type openFile struct {
 		// proves them current, moved along by this mount's own commits
 		// when nobody else changed the file in between.
 		seen meta.Version
+		// mode is the file's mode as this mount last saw it, which tells
+		// a write that must drop setuid and setgid (KillSetID) whether
+		// there are any.
+		mode uint16
+		// noCaps records that the file has no security.capability
+		// attribute, which the kernel asks for before writes and
+		// chown: set when this mount created the file or the engine
+		// said so, cleared when this mount sets the attribute or sees
+		// another mount's change (see resetLocked).
+		noCaps bool
 	}
 }
 
@@ -86,10 +96,12 @@ func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.S
 	if err == nil {
 		f.view.advance(ino, before, meta.VersionOf(a))
 		f.mu.length = max(f.mu.length, a.Length)
+		f.mu.mode = a.Mode
 		if before == f.mu.seen {
 			f.mu.seen = meta.VersionOf(a)
 		} else {
 			f.dropListsLocked()
+			f.mu.noCaps = false
 		}
 	}
 	f.mu.Unlock()
@@ -110,6 +122,8 @@ func (f *openFile) revalidate(a *meta.Attr) bool {
 	f.dropListsLocked()
 	f.mu.length = max(a.Length, f.writer.PendingEnd())
 	f.mu.seen = v
+	f.mu.mode = a.Mode
+	f.mu.noCaps = false
 	return true
 }
 
@@ -122,6 +136,7 @@ func (f *openFile) setAttr(a *meta.Attr) {
 		f.dropListsLocked()
 	}
 	f.mu.length = a.Length
+	f.mu.mode = a.Mode
 }
 
 // forgetSlices drops the cached slice lists, after the file's chunks
@@ -179,7 +194,11 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	// kernel drops its pages of the file at every open).
 	f.dropListsLocked()
 	f.mu.length = max(a.Length, f.writer.PendingEnd())
-	f.mu.seen = meta.VersionOf(a)
+	if v := meta.VersionOf(a); v != f.mu.seen {
+		f.mu.noCaps = false
+		f.mu.seen = v
+	}
+	f.mu.mode = a.Mode
 	f.mu.Unlock()
 	return f
 }
@@ -198,6 +217,9 @@ func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, um
 	v.view.entry(parent, name, a)
 	v.meta.Created(a.Ino)
 	f := v.openFileRef(a)
+	f.mu.Lock()
+	f.mu.noCaps = true // a new file has no attributes but inherited ACLs
+	f.mu.Unlock()
 	return a, v.addHandle(&handle{ino: a.Ino, flags: flags, file: f}), nil
 }
 
@@ -345,6 +367,35 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 	f.mu.length = max(f.mu.length, off+uint64(len(data)))
 	f.mu.lastWrite = time.Now()
 	f.mu.Unlock()
+	return nil
+}
+
+// KillSetID drops setuid, and setgid when the group may execute, from
+// the handle's file, as a write or truncation by a process without
+// CAP_FSETID must: the FUSE kernel leaves it to the file system when it
+// hands that job over (FUSE_HANDLE_KILLPRIV_V2), which spares it a
+// GETXATTR before every write. It costs a transaction only when the mode
+// this mount last saw of the file has such bits.
+func (v *VFS) KillSetID(ctx context.Context, fh uint64) error {
+	h, err := v.handle(fh)
+	if err != nil {
+		return err
+	}
+	if h.file == nil {
+		return nil
+	}
+	h.file.mu.Lock()
+	mode := h.file.mu.mode
+	h.file.mu.Unlock()
+	if !meta.HasSetID(mode) {
+		return nil
+	}
+	if _, err := v.SetAttr(ctx, h.ino, meta.SetKillSetID|meta.SetViaHandle, &meta.Attr{}); err != nil {
+		return err
+	}
+	// The kernel does not expect the mode to change under a write: make
+	// it ask, so stat(2) right after the write shows the bits gone.
+	v.invalidateInode(h.ino, false)
 	return nil
 }
 

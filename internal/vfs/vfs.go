@@ -289,9 +289,28 @@ func (v *VFS) StatFS(ctx context.Context) (meta.StatFS, error) { return v.meta.S
 
 // GetXattr, ListXattr, SetXattr and RemoveXattr pass through to meta.
 
-// GetXattr returns an extended attribute.
+// xattrCaps is the attribute of file capabilities, which the kernel asks
+// for before writes and chown of a file to drop it.
+const xattrCaps = "security.capability"
+
+// GetXattr returns an extended attribute. The capabilities of an open
+// file known to have none are answered without the engine.
 func (v *VFS) GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, error) {
+	f := v.fileOf(ino)
+	if name == xattrCaps && f != nil {
+		f.mu.Lock()
+		none := f.mu.noCaps
+		f.mu.Unlock()
+		if none {
+			return nil, syscall.ENODATA
+		}
+	}
 	val, err := v.meta.GetXattr(ctx, ino, name)
+	if name == xattrCaps && f != nil && errors.Is(err, syscall.ENODATA) {
+		f.mu.Lock()
+		f.mu.noCaps = true
+		f.mu.Unlock()
+	}
 	return val, v.staleIfGone(ctx, ino, err)
 }
 
@@ -306,7 +325,18 @@ func (v *VFS) SetXattr(ctx context.Context, ino meta.Ino, name string, value []b
 	if ok, err := v.control(ctx, ino, name, value); ok {
 		return err
 	}
+	v.capsMayChange(ino, name)
 	return v.meta.SetXattr(ctx, ino, name, value, flags)
+}
+
+// capsMayChange forgets that the open file ino has no capabilities when
+// name is their attribute (or might be: a failed set leaves it unknown).
+func (v *VFS) capsMayChange(ino meta.Ino, name string) {
+	if f := v.fileOf(ino); f != nil && name == xattrCaps {
+		f.mu.Lock()
+		f.mu.noCaps = false
+		f.mu.Unlock()
+	}
 }
 
 // RemoveXattr removes an extended attribute.
