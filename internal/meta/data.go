@@ -3,6 +3,7 @@ package meta
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"syscall"
 
@@ -31,6 +32,16 @@ func (c *Client) Write(ctx context.Context, ino Ino, idx uint32, s Slice) (*Attr
 // the slice was committed, so that a writer caching the file can tell
 // whether anybody else changed it since it last looked.
 func (c *Client) WriteSlice(ctx context.Context, ino Ino, idx uint32, s Slice) (Version, *Attr, error) {
+	return c.WriteSliceAttr(ctx, ino, idx, s, nil)
+}
+
+// WriteSliceAttr is WriteSlice that then applies changes, in order, in the
+// same transaction: attribute changes a mount held back (see PreviewAttr)
+// until the data written before them commits, so that a file unpacked
+// with its owner, mode and times costs one transaction, not four. A
+// change the engine's attributes no longer allow (another mount changed
+// the file meanwhile) is skipped and logged; the slice commits anyway.
+func (c *Client) WriteSliceAttr(ctx context.Context, ino Ino, idx uint32, s Slice, changes []AttrChange) (Version, *Attr, error) {
 	if err := c.writable(); err != nil {
 		return Version{}, nil, err
 	}
@@ -62,6 +73,18 @@ func (c *Client) WriteSlice(ctx context.Context, ino Ino, idx uint32, s Slice) (
 			tx.AppendSlice(ino, idx, s)
 			sec, nsec := c.stamp()
 			touchMtime(n, sec, nsec)
+			for _, ch := range changes {
+				cp := *n
+				if err := c.applyAttr(tx, ch.Cred, &cp, ch.Mask, &ch.In); err != nil {
+					var errno syscall.Errno
+					if !errors.As(err, &errno) {
+						return err // the engine's: the transaction retries or fails
+					}
+					c.log.Warn("held-back attribute change no longer allowed", "ino", ino, "mask", ch.Mask, "err", err)
+					continue
+				}
+				*n = cp
+			}
 			tx.SetNode(n)
 			out = n
 			return nil

@@ -29,6 +29,39 @@ const (
 	SetKillSetID
 )
 
+// AttrChange is a SetAttr request of a caller, held back by a mount to be
+// applied with its next slice commit (WriteSliceAttr).
+type AttrChange struct {
+	Cred Cred
+	Mask uint32
+	In   Attr
+}
+
+// previewable are the SetAttr fields PreviewAttr decides alone.
+const previewable = SetMode | SetUid | SetGid | SetAtime | SetMtime | SetAtimeNow | SetMtimeNow
+
+// PreviewAttr returns the attributes SetAttr(mask, in) by the caller in
+// ctx would give a regular file whose attributes are a, when that follows
+// from a alone: owner, mode and time changes by root or the owner, on a
+// file without an access ACL or immutable/append-only flags. Otherwise
+// (or when the change would fail) it returns false and the caller must
+// ask SetAttr. A mount uses it to hold a change back until its buffered
+// writes commit (WriteSliceAttr), which checks it again.
+func (c *Client) PreviewAttr(ctx context.Context, a *Attr, mask uint32, in *Attr) (*Attr, bool) {
+	cred := CredOf(ctx)
+	if mask == 0 || mask&^previewable != 0 || a.Type != store.TypeFile || c.writable() != nil ||
+		a.Flags&(FlagACL|FlagImmutable|FlagAppend) != 0 || !cred.IsRoot() && cred.Uid != a.Uid {
+		return nil, false
+	}
+	out := *a
+	// With these conditions applyAttr never reads the engine: no ACL to
+	// update, and the owner needs no access check.
+	if err := c.applyAttr(nil, cred, &out, mask, in); err != nil {
+		return nil, false
+	}
+	return &out, true
+}
+
 // SetAttr changes the attributes of ino selected by mask to those in in.
 func (c *Client) SetAttr(ctx context.Context, ino Ino, mask uint32, in *Attr) (*Attr, error) {
 	c.recent.forget(ino) // see recentDirs: before, and after the change commits

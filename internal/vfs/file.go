@@ -49,6 +49,15 @@ type openFile struct {
 		// said so, cleared when this mount sets the attribute or sees
 		// another mount's change (see resetLocked).
 		noCaps bool
+		// attr is the file's attributes as this mount last saw them,
+		// with held-back changes applied; nil until known.
+		attr *meta.Attr
+		// held are attribute changes (chown, chmod, utimes) held back
+		// while writes are buffered, to commit with them in one
+		// transaction (see VFS.SetAttr); heldTimes tells that one of
+		// them sets times.
+		held      []meta.AttrChange
+		heldTimes bool
 	}
 }
 
@@ -86,17 +95,26 @@ func (f *openFile) NewSliceID(ctx context.Context) (uint64, error) { return f.me
 // looked, every cached list goes, and seen stays behind so that the next
 // lock also drops the kernel's pages.
 func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error) {
-	before, a, err := f.meta.WriteSlice(ctx, ino, idx, s)
+	f.mu.Lock()
+	held := f.mu.held
+	f.mu.held, f.mu.heldTimes = nil, false
+	f.mu.Unlock()
+	before, a, err := f.meta.WriteSliceAttr(ctx, ino, idx, s, held)
 	if err == nil && f.committed != nil {
 		f.committed(ino, idx, s.Len)
 	}
 	f.mu.Lock()
+	if err != nil && len(held) > 0 {
+		f.mu.held = append(held, f.mu.held...) // for the next commit, or Flush
+		f.mu.heldTimes = true
+	}
 	delete(f.mu.chunks, idx)
 	f.mu.gen++
 	if err == nil {
 		f.view.advance(ino, before, meta.VersionOf(a))
 		f.mu.length = max(f.mu.length, a.Length)
 		f.mu.mode = a.Mode
+		f.setAttrLocked(a)
 		if before == f.mu.seen {
 			f.mu.seen = meta.VersionOf(a)
 		} else {
@@ -124,7 +142,18 @@ func (f *openFile) revalidate(a *meta.Attr) bool {
 	f.mu.seen = v
 	f.mu.mode = a.Mode
 	f.mu.noCaps = false
+	f.setAttrLocked(a)
 	return true
+}
+
+// setAttrLocked records a as the file's attributes, with the changes
+// still held back applied over them.
+func (f *openFile) setAttrLocked(a *meta.Attr) {
+	if len(f.mu.held) > 0 && f.mu.attr != nil {
+		return // the preview stays until the held changes commit
+	}
+	cp := *a
+	f.mu.attr = &cp
 }
 
 // setAttr refreshes what the file knows from attributes just read or
@@ -137,6 +166,7 @@ func (f *openFile) setAttr(a *meta.Attr) {
 	}
 	f.mu.length = a.Length
 	f.mu.mode = a.Mode
+	f.setAttrLocked(a)
 }
 
 // forgetSlices drops the cached slice lists, after the file's chunks
@@ -160,6 +190,15 @@ func (f *openFile) overlayAttr(a *meta.Attr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	a.Length = max(a.Length, end)
+	if p := f.mu.attr; len(f.mu.held) > 0 && p != nil {
+		a.Mode, a.Uid, a.Gid = p.Mode, p.Uid, p.Gid
+		a.Atime, a.Atimensec = p.Atime, p.Atimensec
+		a.Ctime, a.Ctimensec = p.Ctime, p.Ctimensec
+		if f.mu.heldTimes {
+			a.Mtime, a.Mtimensec = p.Mtime, p.Mtimensec
+			return
+		}
+	}
 	if lw := f.mu.lastWrite; !lw.IsZero() && f.writer.Dirty() {
 		if lw.Unix() > a.Mtime || lw.Unix() == a.Mtime && uint32(lw.Nanosecond()) > a.Mtimensec {
 			a.Mtime, a.Mtimensec = lw.Unix(), uint32(lw.Nanosecond())
@@ -168,8 +207,63 @@ func (f *openFile) overlayAttr(a *meta.Attr) {
 	}
 }
 
+// flush commits the buffered writes, then the attribute changes held
+// back that no commit took along.
 func (f *openFile) flush(ctx context.Context) error {
-	return f.writer.Flush(ctx)
+	if err := f.writer.Flush(ctx); err != nil {
+		return err
+	}
+	return f.applyHeld(ctx)
+}
+
+// applyHeld applies the held-back attribute changes one by one, each with
+// its caller's credentials.
+func (f *openFile) applyHeld(ctx context.Context) error {
+	f.mu.Lock()
+	held := f.mu.held
+	f.mu.held, f.mu.heldTimes = nil, false
+	f.mu.Unlock()
+	for i, ch := range held {
+		a, err := f.meta.SetAttr(meta.WithCred(ctx, ch.Cred), f.ino, ch.Mask, &ch.In)
+		if err != nil {
+			f.mu.Lock()
+			f.mu.held = append(held[i+1:len(held):len(held)], f.mu.held...)
+			f.mu.heldTimes = len(f.mu.held) > 0
+			f.mu.Unlock()
+			return err
+		}
+		f.mu.Lock()
+		f.mu.mode = a.Mode
+		f.setAttrLocked(a)
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// hold holds back the attribute change mask/in by the caller in ctx when
+// writes are buffered to commit it with, and it can be decided here; it
+// returns the file's attributes after it.
+func (f *openFile) hold(ctx context.Context, mask uint32, in *meta.Attr) (*meta.Attr, bool) {
+	if !f.writer.Dirty() {
+		return nil, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.attr == nil {
+		return nil, false
+	}
+	out, ok := f.meta.PreviewAttr(ctx, f.mu.attr, mask, in)
+	if !ok {
+		return nil, false
+	}
+	f.mu.held = append(f.mu.held, meta.AttrChange{Cred: meta.CredOf(ctx), Mask: mask, In: *in})
+	if mask&(meta.SetAtime|meta.SetMtime|meta.SetAtimeNow|meta.SetMtimeNow) != 0 {
+		f.mu.heldTimes = true
+	}
+	f.mu.attr = out
+	f.mu.mode = out.Mode
+	cp := *out
+	return &cp, true
 }
 
 // openFileRef returns the open file of ino, creating it, with one more
@@ -199,6 +293,7 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 		f.mu.seen = v
 	}
 	f.mu.mode = a.Mode
+	f.setAttrLocked(a)
 	f.mu.Unlock()
 	return f
 }
@@ -360,6 +455,15 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 		return err
 	}
 	f := h.file
+	f.mu.Lock()
+	heldTimes := f.mu.heldTimes
+	f.mu.Unlock()
+	if heldTimes {
+		// Times set after earlier writes must not cover this one's.
+		if err := f.flush(ctx); err != nil {
+			return err
+		}
+	}
 	if err := f.writer.Write(context.WithoutCancel(ctx), data, off); err != nil {
 		return err
 	}

@@ -23,6 +23,10 @@ type Meta interface {
 	Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error)
 	GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error)
 	SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.Attr) (*meta.Attr, error)
+	// PreviewAttr tells what SetAttr would make of a file whose
+	// attributes are a, when a alone decides it; the change may then be
+	// held back and applied by WriteSliceAttr.
+	PreviewAttr(ctx context.Context, a *meta.Attr, mask uint32, in *meta.Attr) (*meta.Attr, bool)
 	Access(ctx context.Context, ino meta.Ino, mask uint32) error
 	TouchAtime(ctx context.Context, ino meta.Ino, a *meta.Attr) error
 	StatFS(ctx context.Context) (meta.StatFS, error)
@@ -50,7 +54,7 @@ type Meta interface {
 	// File data: slice lists of chunks.
 	ReadChunk(ctx context.Context, ino meta.Ino, idx uint32) ([]meta.Slice, error)
 	NewSliceID(ctx context.Context) (uint64, error)
-	WriteSlice(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (meta.Version, *meta.Attr, error)
+	WriteSliceAttr(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice, changes []meta.AttrChange) (meta.Version, *meta.Attr, error)
 	Fallocate(ctx context.Context, ino meta.Ino, mode uint32, off, length uint64) error
 	CopyFileRange(ctx context.Context, src meta.Ino, srcOff uint64, dst meta.Ino, dstOff uint64, length uint64) (uint64, error)
 

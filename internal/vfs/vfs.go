@@ -218,10 +218,25 @@ func (v *VFS) staleIfGone(ctx context.Context, ino meta.Ino, err error) error {
 
 // SetAttr changes attributes; a size change first commits buffered writes
 // so that the truncation applies after them.
+//
+// On a file with buffered writes, owner, mode and time changes that the
+// file's attributes alone allow (meta.Client.PreviewAttr) are held back
+// and commit with those writes, in the same transaction: unpacking an
+// archive sets owner, mode and times of every file it writes, and this
+// saves three transactions per file. Other mounts see them when the
+// writes commit (at close at the latest), as they see the writes; this
+// mount sees them at once. Any other change first applies what was held.
 func (v *VFS) SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.Attr) (*meta.Attr, error) {
 	f := v.fileOf(ino)
-	if mask&meta.SetSize != 0 && f != nil {
-		if err := f.flush(ctx); err != nil {
+	if f != nil {
+		if a, ok := f.hold(ctx, mask, in); ok {
+			return v.withPending(a), nil
+		}
+		flush := f.applyHeld
+		if mask&meta.SetSize != 0 {
+			flush = f.flush
+		}
+		if err := flush(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -326,7 +341,19 @@ func (v *VFS) SetXattr(ctx context.Context, ino meta.Ino, name string, value []b
 		return err
 	}
 	v.capsMayChange(ino, name)
+	if err := v.applyHeld(ctx, ino); err != nil {
+		return err
+	}
 	return v.meta.SetXattr(ctx, ino, name, value, flags)
+}
+
+// applyHeld applies the attribute changes held back on the open file ino
+// (see SetAttr), before a change they must precede.
+func (v *VFS) applyHeld(ctx context.Context, ino meta.Ino) error {
+	if f := v.fileOf(ino); f != nil {
+		return f.applyHeld(ctx)
+	}
+	return nil
 }
 
 // capsMayChange forgets that the open file ino has no capabilities when
@@ -341,6 +368,9 @@ func (v *VFS) capsMayChange(ino meta.Ino, name string) {
 
 // RemoveXattr removes an extended attribute.
 func (v *VFS) RemoveXattr(ctx context.Context, ino meta.Ino, name string) error {
+	if err := v.applyHeld(ctx, ino); err != nil {
+		return err
+	}
 	return v.meta.RemoveXattr(ctx, ino, name)
 }
 
