@@ -1,0 +1,129 @@
+package vfs
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/sluicefs/sluice/internal/meta"
+)
+
+// attrOf returns the attributes of ino as mount m answers them.
+func attrOf(t *testing.T, m *mount, ino meta.Ino) *meta.Attr {
+	t.Helper()
+	a, err := m.GetAttr(as(1), ino)
+	if err != nil {
+		t.Fatalf("getattr %d: %v", ino, err)
+	}
+	return a
+}
+
+// TestHeldAttrs checks the attribute changes a mount holds back while a
+// file has buffered writes (SetAttr): this mount sees them at once,
+// another when the writes commit, and they land in the order they were
+// made relative to writes, truncations and xattr changes.
+func TestHeldAttrs(t *testing.T) {
+	const old = 1_000_000_000 // a time in 2001, as tar restores
+	times := &meta.Attr{Atime: old, Mtime: old}
+	for _, tc := range []struct {
+		name string
+		// steps run on the open file fh of ino between the first write
+		// and close, on mount a; b is another mount.
+		steps func(t *testing.T, a, b *mount, ino meta.Ino, fh uint64)
+		want  func(t *testing.T, got *meta.Attr)
+	}{
+		{"tar: times, owner, mode", func(t *testing.T, a, b *mount, ino meta.Ino, fh uint64) {
+			for _, c := range []struct {
+				mask uint32
+				in   *meta.Attr
+			}{
+				{meta.SetAtime | meta.SetMtime, times},
+				{meta.SetUid | meta.SetGid, &meta.Attr{Uid: 5, Gid: 6}},
+				{meta.SetMode, &meta.Attr{Mode: 0o600}},
+			} {
+				if _, err := a.SetAttr(as(1), ino, c.mask, c.in); err != nil {
+					t.Fatalf("setattr %#x: %v", c.mask, err)
+				}
+			}
+			if got := attrOf(t, a, ino); got.Uid != 5 || got.Mode&0o7777 != 0o600 || got.Mtime != old {
+				t.Errorf("this mount sees uid %d mode %o mtime %d before close", got.Uid, got.Mode&0o7777, got.Mtime)
+			}
+			if got := attrOf(t, b, ino); got.Uid != 0 || got.Mode&0o7777 != 0o644 {
+				t.Errorf("another mount sees uid %d mode %o before the writes commit", got.Uid, got.Mode&0o7777)
+			}
+		}, func(t *testing.T, got *meta.Attr) {
+			if got.Uid != 5 || got.Gid != 6 || got.Mode&0o7777 != 0o600 || got.Mtime != old || got.Atime != old || got.Length != 5 {
+				t.Errorf("after close: %+v", got)
+			}
+		}},
+		{"a write after held times", func(t *testing.T, a, b *mount, ino meta.Ino, fh uint64) {
+			if _, err := a.SetAttr(as(1), ino, meta.SetMtime, times); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Write(as(1), fh, 5, []byte("more")); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, got *meta.Attr) {
+			if got.Mtime == old || got.Length != 9 {
+				t.Errorf("mtime %d length %d: the later write must set mtime, and land", got.Mtime, got.Length)
+			}
+		}},
+		{"truncate after a held chmod", func(t *testing.T, a, b *mount, ino meta.Ino, fh uint64) {
+			if _, err := a.SetAttr(as(1), ino, meta.SetMode, &meta.Attr{Mode: 0o640}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.SetAttr(as(1), ino, meta.SetSize, &meta.Attr{Length: 3}); err != nil {
+				t.Fatal(err)
+			}
+			if got := attrOf(t, b, ino); got.Mode&0o7777 != 0o640 || got.Length != 3 {
+				t.Errorf("another mount after the truncation: mode %o length %d", got.Mode&0o7777, got.Length)
+			}
+		}, func(t *testing.T, got *meta.Attr) {
+			if got.Mode&0o7777 != 0o640 || got.Length != 3 {
+				t.Errorf("after close: mode %o length %d, want 640, 3", got.Mode&0o7777, got.Length)
+			}
+		}},
+		{"xattr after a held chmod", func(t *testing.T, a, b *mount, ino meta.Ino, fh uint64) {
+			if _, err := a.SetAttr(as(1), ino, meta.SetMode, &meta.Attr{Mode: 0o604}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.SetXattr(as(1), ino, "user.k", []byte("v"), 0); err != nil {
+				t.Fatal(err)
+			}
+			if got := attrOf(t, b, ino); got.Mode&0o7777 != 0o604 {
+				t.Errorf("another mount after the xattr: mode %o, want 604", got.Mode&0o7777)
+			}
+		}, func(t *testing.T, got *meta.Attr) {
+			if got.Mode&0o7777 != 0o604 {
+				t.Errorf("after close: mode %o", got.Mode&0o7777)
+			}
+		}},
+		{"not held: chmod by someone else", func(t *testing.T, a, b *mount, ino meta.Ino, fh uint64) {
+			other := meta.WithCred(as(2), meta.Cred{Uid: 1000, Gid: 1000, Pid: 2})
+			if _, err := a.SetAttr(other, ino, meta.SetMode, &meta.Attr{Mode: 0o777}); meta.Errno(err) != syscall.EPERM {
+				t.Errorf("chmod by a non-owner: %v, want EPERM", err)
+			}
+		}, func(t *testing.T, got *meta.Attr) {
+			if got.Mode&0o7777 != 0o644 {
+				t.Errorf("after close: mode %o", got.Mode&0o7777)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vol := newVolume(t, 0)
+			a, b := vol.mount(t), vol.mount(t)
+			at, fh, err := a.Create(as(1), meta.RootIno, []byte("f"), 0o644, 0, syscall.O_RDWR)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Write(as(1), fh, 0, []byte("hello")); err != nil {
+				t.Fatal(err)
+			}
+			tc.steps(t, a, b, at.Ino, fh)
+			a.close(t, fh)
+			tc.want(t, attrOf(t, b, at.Ino))
+			if got := attrOf(t, a, at.Ino); *got != *attrOf(t, b, at.Ino) {
+				t.Errorf("the mounts disagree after close:\n%+v\n%+v", got, attrOf(t, b, at.Ino))
+			}
+		})
+	}
+}
