@@ -3,7 +3,6 @@ package meta
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 	"syscall"
 
@@ -73,17 +72,8 @@ func (c *Client) WriteSliceAttr(ctx context.Context, ino Ino, idx uint32, s Slic
 			tx.AppendSlice(ino, idx, s)
 			sec, nsec := c.stamp()
 			touchMtime(n, sec, nsec)
-			for _, ch := range changes {
-				cp := *n
-				if err := c.applyAttr(tx, ch.Cred, &cp, ch.Mask, &ch.In); err != nil {
-					var errno syscall.Errno
-					if !errors.As(err, &errno) {
-						return err // the engine's: the transaction retries or fails
-					}
-					c.log.Warn("held-back attribute change no longer allowed", "ino", ino, "mask", ch.Mask, "err", err)
-					continue
-				}
-				*n = cp
+			if err := c.applyChanges(tx, n, changes); err != nil {
+				return err
 			}
 			tx.SetNode(n)
 			out = n

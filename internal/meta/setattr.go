@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -60,6 +61,50 @@ func (c *Client) PreviewAttr(ctx context.Context, a *Attr, mask uint32, in *Attr
 		return nil, false
 	}
 	return &out, true
+}
+
+// ApplyAttrChanges applies changes a mount held back (see PreviewAttr)
+// to ino in one transaction, in order, each checked again with its
+// caller's credentials; like WriteSliceAttr it skips and logs one that is
+// no longer allowed. It returns the attributes after them.
+func (c *Client) ApplyAttrChanges(ctx context.Context, ino Ino, changes []AttrChange) (*Attr, error) {
+	c.recent.forget(ino)
+	defer c.recent.forget(ino)
+	if err := c.writable(); err != nil {
+		return nil, err
+	}
+	var out *Attr
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		n, err := node(tx, ino)
+		if err != nil {
+			return err
+		}
+		if err := c.applyChanges(tx, n, changes); err != nil {
+			return err
+		}
+		tx.SetNode(n)
+		out = n
+		return nil
+	})
+	return out, err
+}
+
+// applyChanges applies held-back changes to n in tx (see
+// ApplyAttrChanges); it fails only with an engine error.
+func (c *Client) applyChanges(tx store.Tx, n *Attr, changes []AttrChange) error {
+	for _, ch := range changes {
+		cp := *n
+		if err := c.applyAttr(tx, ch.Cred, &cp, ch.Mask, &ch.In); err != nil {
+			var errno syscall.Errno
+			if !errors.As(err, &errno) {
+				return err // the engine's: the transaction retries or fails
+			}
+			c.log.Warn("held-back attribute change no longer allowed", "ino", n.Ino, "mask", ch.Mask, "err", err)
+			continue
+		}
+		*n = cp
+	}
+	return nil
 }
 
 // SetAttr changes the attributes of ino selected by mask to those in in.

@@ -26,6 +26,23 @@ const (
 // isACL reports whether name is one of the POSIX ACL attributes.
 func isACL(name string) bool { return name == XattrACLAccess || name == XattrACLDefault }
 
+// unsupportedXattr reports whether name is in no namespace this volume
+// keeps, which fails with EOPNOTSUPP whatever the node: answered before
+// any transaction, since programs that copy files (cp -a, rsync -A) ask
+// for and set the POSIX ACL attributes of every file, also on volumes
+// without ACLs.
+func (c *Client) unsupportedXattr(name string) bool {
+	if name == "" || len(name) > MaxXattrName {
+		return false // checkXattr's errors come first
+	}
+	for _, ns := range []string{"user.", "trusted.", "security."} {
+		if strings.HasPrefix(name, ns) {
+			return false
+		}
+	}
+	return !(isACL(name) && c.format.EnableACL)
+}
+
 // checkXattr applies the namespace rules of Linux to a request on n.
 func (c *Client) checkXattr(tx store.Tx, cred Cred, n *Attr, name string, write bool) error {
 	if name == "" {
@@ -70,6 +87,9 @@ func (c *Client) checkXattr(tx store.Tx, cred Cred, n *Attr, name string, write 
 
 // GetXattr returns the value of extended attribute name of ino.
 func (c *Client) GetXattr(ctx context.Context, ino Ino, name string) ([]byte, error) {
+	if c.unsupportedXattr(name) {
+		return nil, syscall.EOPNOTSUPP
+	}
 	cred := CredOf(ctx)
 	var out []byte
 	err := c.st.View(ctx, func(tx store.Tx) error {
@@ -126,6 +146,9 @@ func (c *Client) SetXattr(ctx context.Context, ino Ino, name string, value []byt
 	if len(value) > MaxXattrValue {
 		return syscall.E2BIG
 	}
+	if c.unsupportedXattr(name) {
+		return syscall.EOPNOTSUPP
+	}
 	cred := CredOf(ctx)
 	return c.st.Update(ctx, func(tx store.Tx) error {
 		n, err := node(tx, ino)
@@ -169,6 +192,9 @@ func (c *Client) RemoveXattr(ctx context.Context, ino Ino, name string) error {
 	defer c.recent.forget(ino)
 	if err := c.writable(); err != nil {
 		return err
+	}
+	if c.unsupportedXattr(name) {
+		return syscall.EOPNOTSUPP
 	}
 	cred := CredOf(ctx)
 	return c.st.Update(ctx, func(tx store.Tx) error {

@@ -3,6 +3,7 @@ package vfs
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ type openFile struct {
 	// committed, when set, is told of each slice committed to the file,
 	// with its length.
 	committed func(ino meta.Ino, idx uint32, n uint32)
+	log       func() *slog.Logger
 	writer    *chunk.FileWriter
 	reader    *chunk.FileReader
 
@@ -49,6 +51,12 @@ type openFile struct {
 		// said so, cleared when this mount sets the attribute or sees
 		// another mount's change (see resetLocked).
 		noCaps bool
+		// noXattrs records that the file has no extended attributes at
+		// all (cp -a lists them twice per file), kept as noCaps is.
+		noXattrs bool
+		// xgen counts this mount's xattr changes of the file, so an
+		// answer read before one does not set noCaps or noXattrs.
+		xgen uint64
 		// attr is the file's attributes as this mount last saw them,
 		// with held-back changes applied; nil until known.
 		attr *meta.Attr
@@ -58,8 +66,15 @@ type openFile struct {
 		// them sets times.
 		held      []meta.AttrChange
 		heldTimes bool
+		heldTimer *time.Timer // applies held changes no commit took; nil when unarmed
 	}
 }
+
+// heldDelay bounds how long a change is held back when no commit of
+// buffered writes takes it along: after it the change is applied on its
+// own, so other mounts see it about as soon as their attribute caches
+// would let them anyway.
+const heldDelay = time.Second
 
 var (
 	_ chunk.SliceSource = (*openFile)(nil)
@@ -119,7 +134,7 @@ func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.S
 			f.mu.seen = meta.VersionOf(a)
 		} else {
 			f.dropListsLocked()
-			f.mu.noCaps = false
+			f.mu.noCaps, f.mu.noXattrs = false, false
 		}
 	}
 	f.mu.Unlock()
@@ -141,7 +156,7 @@ func (f *openFile) revalidate(a *meta.Attr) bool {
 	f.mu.length = max(a.Length, f.writer.PendingEnd())
 	f.mu.seen = v
 	f.mu.mode = a.Mode
-	f.mu.noCaps = false
+	f.mu.noCaps, f.mu.noXattrs = false, false
 	f.setAttrLocked(a)
 	return true
 }
@@ -150,10 +165,12 @@ func (f *openFile) revalidate(a *meta.Attr) bool {
 // still held back applied over them.
 func (f *openFile) setAttrLocked(a *meta.Attr) {
 	if len(f.mu.held) > 0 && f.mu.attr != nil {
+		f.mu.mode = f.mu.attr.Mode
 		return // the preview stays until the held changes commit
 	}
 	cp := *a
 	f.mu.attr = &cp
+	f.mu.mode = a.Mode
 }
 
 // setAttr refreshes what the file knows from attributes just read or
@@ -216,37 +233,55 @@ func (f *openFile) flush(ctx context.Context) error {
 	return f.applyHeld(ctx)
 }
 
-// applyHeld applies the held-back attribute changes one by one, each with
-// its caller's credentials.
+// applyHeld applies the held-back attribute changes in one transaction,
+// each with its caller's credentials.
 func (f *openFile) applyHeld(ctx context.Context) error {
 	f.mu.Lock()
 	held := f.mu.held
 	f.mu.held, f.mu.heldTimes = nil, false
-	f.mu.Unlock()
-	for i, ch := range held {
-		a, err := f.meta.SetAttr(meta.WithCred(ctx, ch.Cred), f.ino, ch.Mask, &ch.In)
-		if err != nil {
-			f.mu.Lock()
-			f.mu.held = append(held[i+1:len(held):len(held)], f.mu.held...)
-			f.mu.heldTimes = len(f.mu.held) > 0
-			f.mu.Unlock()
-			return err
-		}
-		f.mu.Lock()
-		f.mu.mode = a.Mode
-		f.setAttrLocked(a)
-		f.mu.Unlock()
+	if f.mu.heldTimer != nil {
+		f.mu.heldTimer.Stop()
+		f.mu.heldTimer = nil
 	}
+	f.mu.Unlock()
+	if len(held) == 0 {
+		return nil
+	}
+	a, err := f.meta.ApplyAttrChanges(context.WithoutCancel(ctx), f.ino, held)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.mu.held = append(held, f.mu.held...)
+		f.mu.heldTimes = true
+		return err
+	}
+	f.mu.mode = a.Mode
+	f.setAttrLocked(a)
 	return nil
 }
 
-// hold holds back the attribute change mask/in by the caller in ctx when
-// writes are buffered to commit it with, and it can be decided here; it
-// returns the file's attributes after it.
-func (f *openFile) hold(ctx context.Context, mask uint32, in *meta.Attr) (*meta.Attr, bool) {
-	if !f.writer.Dirty() {
-		return nil, false
+// applyHeldLater runs heldDelay after a change was held: it applies what
+// no commit took along, unless writes are still buffered (their commit
+// will, and times must not land before it).
+func (f *openFile) applyHeldLater() {
+	if f.writer.Dirty() {
+		f.mu.Lock()
+		if f.mu.heldTimer != nil {
+			f.mu.heldTimer.Reset(heldDelay)
+		}
+		f.mu.Unlock()
+		return
 	}
+	if err := f.applyHeld(context.Background()); err != nil {
+		f.log().Warn("apply held-back attribute changes", "ino", f.ino, "err", err)
+	}
+}
+
+// hold holds back the attribute change mask/in by the caller in ctx, when
+// it can be decided here, to commit with buffered writes or with the
+// changes that follow it (see VFS.SetAttr); it returns the file's
+// attributes after it.
+func (f *openFile) hold(ctx context.Context, mask uint32, in *meta.Attr) (*meta.Attr, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.mu.attr == nil {
@@ -262,6 +297,9 @@ func (f *openFile) hold(ctx context.Context, mask uint32, in *meta.Attr) (*meta.
 	}
 	f.mu.attr = out
 	f.mu.mode = out.Mode
+	if f.mu.heldTimer == nil {
+		f.mu.heldTimer = time.AfterFunc(heldDelay, f.applyHeldLater)
+	}
 	cp := *out
 	return &cp, true
 }
@@ -273,7 +311,7 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	defer v.mu.Unlock()
 	f := v.mu.files[a.Ino]
 	if f == nil {
-		f = &openFile{ino: a.Ino, meta: v.meta, view: v.view}
+		f = &openFile{ino: a.Ino, meta: v.meta, view: v.view, log: v.log}
 		if v.compact != nil {
 			f.committed = v.compact.committed
 		}
@@ -289,7 +327,7 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	f.dropListsLocked()
 	f.mu.length = max(a.Length, f.writer.PendingEnd())
 	if v := meta.VersionOf(a); v != f.mu.seen {
-		f.mu.noCaps = false
+		f.mu.noCaps, f.mu.noXattrs = false, false
 		f.mu.seen = v
 	}
 	f.mu.mode = a.Mode
@@ -314,6 +352,7 @@ func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, um
 	f := v.openFileRef(a)
 	f.mu.Lock()
 	f.mu.noCaps = true // a new file has no attributes but inherited ACLs
+	f.mu.noXattrs = a.Flags&meta.FlagACL == 0
 	f.mu.Unlock()
 	return a, v.addHandle(&handle{ino: a.Ino, flags: flags, file: f}), nil
 }

@@ -3,6 +3,7 @@ package vfs
 import (
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 )
@@ -125,5 +126,41 @@ func TestHeldAttrs(t *testing.T) {
 				t.Errorf("the mounts disagree after close:\n%+v\n%+v", got, attrOf(t, b, at.Ino))
 			}
 		})
+	}
+}
+
+// TestHeldAttrsWithoutWrites checks changes held on an open file with
+// nothing buffered (cp -a sets times and mode after copy_file_range):
+// another mount sees them heldDelay later, or at close.
+func TestHeldAttrsWithoutWrites(t *testing.T) {
+	vol := newVolume(t, 0)
+	a, b := vol.mount(t), vol.mount(t)
+	ino := a.create(t, "f", []byte("data"))
+	for _, closeEarly := range []bool{false, true} {
+		mode := uint16(0o600)
+		if closeEarly {
+			mode = 0o640
+		}
+		fh := a.open(t, ino)
+		if _, err := a.SetAttr(as(1), ino, meta.SetMode, &meta.Attr{Mode: mode}); err != nil {
+			t.Fatal(err)
+		}
+		if got := attrOf(t, a, ino).Mode & 0o7777; got != mode {
+			t.Errorf("this mount: mode %o, want %o", got, mode)
+		}
+		if closeEarly {
+			a.close(t, fh)
+		} else {
+			deadline := time.Now().Add(5 * heldDelay)
+			for attrOf(t, b, ino).Mode&0o7777 != mode && time.Now().Before(deadline) {
+				time.Sleep(heldDelay / 10)
+			}
+		}
+		if got := attrOf(t, b, ino).Mode & 0o7777; got != mode {
+			t.Errorf("close=%v: another mount sees mode %o, want %o", closeEarly, got, mode)
+		}
+		if !closeEarly {
+			a.close(t, fh)
+		}
 	}
 }

@@ -27,6 +27,7 @@ type Meta interface {
 	// attributes are a, when a alone decides it; the change may then be
 	// held back and applied by WriteSliceAttr.
 	PreviewAttr(ctx context.Context, a *meta.Attr, mask uint32, in *meta.Attr) (*meta.Attr, bool)
+	ApplyAttrChanges(ctx context.Context, ino meta.Ino, changes []meta.AttrChange) (*meta.Attr, error)
 	Access(ctx context.Context, ino meta.Ino, mask uint32) error
 	TouchAtime(ctx context.Context, ino meta.Ino, a *meta.Attr) error
 	StatFS(ctx context.Context) (meta.StatFS, error)

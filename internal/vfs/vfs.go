@@ -219,13 +219,15 @@ func (v *VFS) staleIfGone(ctx context.Context, ino meta.Ino, err error) error {
 // SetAttr changes attributes; a size change first commits buffered writes
 // so that the truncation applies after them.
 //
-// On a file with buffered writes, owner, mode and time changes that the
-// file's attributes alone allow (meta.Client.PreviewAttr) are held back
-// and commit with those writes, in the same transaction: unpacking an
-// archive sets owner, mode and times of every file it writes, and this
-// saves three transactions per file. Other mounts see them when the
-// writes commit (at close at the latest), as they see the writes; this
-// mount sees them at once. Any other change first applies what was held.
+// On an open file, owner, mode and time changes that the file's
+// attributes alone allow (meta.Client.PreviewAttr) are held back and
+// commit with its buffered writes, in the same transaction, or together
+// at close, fsync or heldDelay later: unpacking an archive sets times,
+// owner and mode of every file it writes, and copying with cp -a times
+// and mode, which this saves three and one transactions per file. This
+// mount sees them at once; other mounts when they commit, with the
+// writes, as they see the writes. Any other change first applies what
+// was held.
 func (v *VFS) SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.Attr) (*meta.Attr, error) {
 	f := v.fileOf(ino)
 	if f != nil {
@@ -312,9 +314,11 @@ const xattrCaps = "security.capability"
 // file known to have none are answered without the engine.
 func (v *VFS) GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, error) {
 	f := v.fileOf(ino)
+	var gen uint64
 	if name == xattrCaps && f != nil {
 		f.mu.Lock()
-		none := f.mu.noCaps
+		none := f.mu.noCaps || f.mu.noXattrs
+		gen = f.mu.xgen
 		f.mu.Unlock()
 		if none {
 			return nil, syscall.ENODATA
@@ -323,15 +327,36 @@ func (v *VFS) GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, 
 	val, err := v.meta.GetXattr(ctx, ino, name)
 	if name == xattrCaps && f != nil && errors.Is(err, syscall.ENODATA) {
 		f.mu.Lock()
-		f.mu.noCaps = true
+		if f.mu.xgen == gen {
+			f.mu.noCaps = true
+		}
 		f.mu.Unlock()
 	}
 	return val, v.staleIfGone(ctx, ino, err)
 }
 
-// ListXattr lists extended attribute names.
+// ListXattr lists extended attribute names; an open file known to have
+// none answers without the engine.
 func (v *VFS) ListXattr(ctx context.Context, ino meta.Ino) ([]string, error) {
+	f := v.fileOf(ino)
+	var gen uint64
+	if f != nil {
+		f.mu.Lock()
+		none := f.mu.noXattrs
+		gen = f.mu.xgen
+		f.mu.Unlock()
+		if none {
+			return nil, nil
+		}
+	}
 	names, err := v.meta.ListXattr(ctx, ino)
+	if f != nil && err == nil && len(names) == 0 {
+		f.mu.Lock()
+		if f.mu.xgen == gen {
+			f.mu.noXattrs = true
+		}
+		f.mu.Unlock()
+	}
 	return names, v.staleIfGone(ctx, ino, err)
 }
 
@@ -356,12 +381,17 @@ func (v *VFS) applyHeld(ctx context.Context, ino meta.Ino) error {
 	return nil
 }
 
-// capsMayChange forgets that the open file ino has no capabilities when
-// name is their attribute (or might be: a failed set leaves it unknown).
+// capsMayChange forgets that the open file ino has no attributes, and no
+// capabilities when name is their attribute (or might be: a failed set
+// leaves it unknown).
 func (v *VFS) capsMayChange(ino meta.Ino, name string) {
-	if f := v.fileOf(ino); f != nil && name == xattrCaps {
+	if f := v.fileOf(ino); f != nil {
 		f.mu.Lock()
-		f.mu.noCaps = false
+		f.mu.xgen++
+		f.mu.noXattrs = false
+		if name == xattrCaps {
+			f.mu.noCaps = false
+		}
 		f.mu.Unlock()
 	}
 }
