@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
@@ -155,6 +156,11 @@ type Store struct {
 	staged   *stagedUploads // nil with memory only
 	prefetch *prefetcher
 	readers  *readGuard // reads a deletion waits for
+	// blockBufs recycles whole-block write buffers when nothing keeps a
+	// reference to a block once it is stored (no memory cache of written
+	// blocks, no writeback staging): a fresh 4 MiB buffer costs a page
+	// fault per 4 KiB on first touch, a quarter of a small write's time.
+	blockBufs *sync.Pool // nil when buffers cannot be recycled
 }
 
 // Open returns a Store over obj, which already applies the volume's prefix
@@ -203,6 +209,10 @@ func newStore(obj object.Store, conf Config) *Store {
 		uploads: make(chan struct{}, conf.MaxUploads),
 		buffers: newBudget(conf.BufferSize),
 		readers: newReadGuard(),
+	}
+	if conf.CachePartialOnly && !conf.Writeback {
+		bs := conf.BlockSize
+		s.blockBufs = &sync.Pool{New: func() any { b := make([]byte, bs); return &b }}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -187,6 +187,7 @@ func (w *FileWriter) dropCoveredLocked(idx uint32, sl *wslice, pos, end uint32) 
 	}
 	for _, x := range dropped {
 		w.s.buffers.release(x.held)
+		w.recycle(x)
 		close(x.done)
 	}
 }
@@ -239,11 +240,33 @@ func (w *FileWriter) grow(sl *wslice, b []byte, need int) []byte {
 	if size >= fullBufferAt || size > bs {
 		size = bs
 	}
-	nb := make([]byte, len(b), size)
+	var nb []byte
+	if size == bs && w.s.blockBufs != nil {
+		// Bytes past len(b) are not zero here, and need not be: a slice
+		// is written without gaps, so nothing reads past its length.
+		nb = (*w.s.blockBufs.Get().(*[]byte))[:len(b)]
+	} else {
+		nb = make([]byte, len(b), size)
+	}
 	copy(nb, b)
 	w.s.buffers.add(int64(size - cap(b)))
 	sl.held += int64(size - cap(b))
 	return nb
+}
+
+// recycle returns the whole-block buffers of sl, which is done with (its
+// uploads over, out of the pending list), to the store's pool.
+func (w *FileWriter) recycle(sl *wslice) {
+	if w.s.blockBufs == nil {
+		return
+	}
+	for i, b := range sl.blocks {
+		if cap(b) == w.s.conf.BlockSize {
+			b = b[:cap(b)]
+			w.s.blockBufs.Put(&b)
+		}
+		sl.blocks[i] = nil
+	}
 }
 
 // startUploads uploads blocks [sl.started, upto) in the background.
@@ -312,6 +335,7 @@ func (w *FileWriter) finishLocked(sl *wslice) {
 		w.mu.commits++
 		w.mu.Unlock()
 		w.s.buffers.release(sl.held)
+		w.recycle(sl)
 		close(sl.done)
 	}()
 }
