@@ -285,3 +285,38 @@ func mountPID(t *testing.T, v *volume, mnt string) int {
 	t.Fatalf("no session for %s", mnt)
 	return 0
 }
+
+// TestReopenAfterSameSizeWrite checks that a mount keeps its kernel's
+// pages of a file across opens only while the file is unchanged: a's
+// pages of f are cached by earlier reads, b rewrites f with other bytes of
+// the same length, and a's very next open and read, with no retry, must
+// return b's bytes.
+func TestReopenAfterSameSizeWrite(t *testing.T) {
+	_, a, b := twoMounts(t)
+	for i := range 6 {
+		data := bytes.Repeat([]byte{byte('A' + i)}, 3<<20+17)
+		writer, reader := b, a
+		if i%2 == 1 {
+			writer, reader = a, b
+		}
+		// The reader caches the old version's pages (twice: the second
+		// read comes from its page cache).
+		for range 2 {
+			if _, err := os.ReadFile(filepath.Join(reader, "f")); err != nil && i > 0 {
+				t.Fatal(err)
+			}
+		}
+		write(t, filepath.Join(writer, "f"), data)
+		got, err := os.ReadFile(filepath.Join(reader, "f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("round %d: the other mount read %d bytes starting %q, want %d of %q", i, len(got), got[:min(len(got), 4)], len(data), data[:4])
+		}
+		// And the writer's own re-read, from its cache or not, is right.
+		if got, err := os.ReadFile(filepath.Join(writer, "f")); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("round %d: the writer re-reads %d bytes, %v", i, len(got), err)
+		}
+	}
+}

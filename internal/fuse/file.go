@@ -42,6 +42,9 @@ func (fs *fileSystem) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofus
 		return fs.status("open", err)
 	}
 	out.Fh = fh
+	if fs.v.KeepCache(fh) {
+		out.OpenFlags |= gofuse.FOPEN_KEEP_CACHE
+	}
 	return gofuse.OK
 }
 

@@ -398,6 +398,7 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 		return nil, 0, v.staleIfGone(ctx, ino, err)
 	}
 	pid := meta.CredOf(ctx).Pid
+	stalePages := false
 	if gone, changed := unlinked(a), a.Type == store.TypeFile && v.view.attrChanged(a); gone || changed {
 		if v.stale.refuse(ino, pid) {
 			v.meta.Release(context.WithoutCancel(ctx), ino)
@@ -405,8 +406,10 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 		}
 		if changed {
 			// A retry without a new lookup: at least make the kernel
-			// fetch the attributes again before it reads.
+			// fetch the attributes again before it reads, and drop its
+			// pages (see keep below).
 			v.invalidateInode(ino, false)
+			stalePages = true
 		}
 	} else {
 		v.stale.passed(ino, pid)
@@ -421,7 +424,13 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 		return a, v.addHandle(&handle{ino: ino, flags: flags}), nil
 	}
 	f := v.openFileRef(a)
-	fh := v.addHandle(&handle{ino: ino, flags: flags, file: f})
+	// The kernel's cached attributes are the file's version in the
+	// engine (or have expired: it fetches them again before it reads),
+	// and it drops its pages itself when attributes it fetches show a
+	// new mtime or length (FUSE_AUTO_INVAL_DATA): so its pages are this
+	// version's, and re-reading an unchanged file need not come here.
+	keep := flags&syscall.O_TRUNC == 0 && !stalePages
+	fh := v.addHandle(&handle{ino: ino, flags: flags, file: f, keep: keep})
 	if flags&syscall.O_TRUNC != 0 && a.Length > 0 {
 		if a, err = v.SetAttr(ctx, ino, meta.SetSize|meta.SetViaHandle, &meta.Attr{}); err != nil {
 			v.Release(ctx, fh, 0)
@@ -429,6 +438,14 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 		}
 	}
 	return a, fh, nil
+}
+
+// KeepCache reports whether the kernel may keep the pages it caches of
+// the file fh opened (FOPEN_KEEP_CACHE): they are of the version the open
+// found. Otherwise the kernel drops them at the open.
+func (v *VFS) KeepCache(fh uint64) bool {
+	h, err := v.handle(fh)
+	return err == nil && h.keep
 }
 
 // readRetries bounds how often a read whose block is gone reads the slice

@@ -93,6 +93,7 @@ type VFS struct {
 type handle struct {
 	ino   meta.Ino
 	flags uint32
+	keep  bool        // the kernel may keep its pages of the file (KeepCache)
 	read  atomic.Bool // the first read recorded the access time
 	file  *openFile   // regular files
 	dir   *dirStream  // directories
