@@ -291,7 +291,18 @@ func (f *openFile) hold(ctx context.Context, mask uint32, in *meta.Attr) (*meta.
 	if !ok {
 		return nil, false
 	}
-	f.mu.held = append(f.mu.held, meta.AttrChange{Cred: meta.CredOf(ctx), Mask: mask, In: *in})
+	ch := meta.AttrChange{Cred: meta.CredOf(ctx), Mask: mask, In: *in}
+	// "Now" is when the caller asked, not when the change commits: make
+	// and rsync compare these times.
+	if mask&meta.SetAtimeNow != 0 {
+		ch.Mask = ch.Mask&^meta.SetAtimeNow | meta.SetAtime
+		ch.In.Atime, ch.In.Atimensec = out.Atime, out.Atimensec
+	}
+	if mask&meta.SetMtimeNow != 0 {
+		ch.Mask = ch.Mask&^meta.SetMtimeNow | meta.SetMtime
+		ch.In.Mtime, ch.In.Mtimensec = out.Mtime, out.Mtimensec
+	}
+	f.mu.held = append(f.mu.held, ch)
 	if mask&(meta.SetAtime|meta.SetMtime|meta.SetAtimeNow|meta.SetMtimeNow) != 0 {
 		f.mu.heldTimes = true
 	}

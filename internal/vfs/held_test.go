@@ -25,6 +25,7 @@ func attrOf(t *testing.T, m *mount, ino meta.Ino) *meta.Attr {
 func TestHeldAttrs(t *testing.T) {
 	const old = 1_000_000_000 // a time in 2001, as tar restores
 	times := &meta.Attr{Atime: old, Mtime: old}
+	var touched meta.Attr // what the touch case's SetAttr answered
 	for _, tc := range []struct {
 		name string
 		// steps run on the open file fh of ino between the first write
@@ -96,6 +97,19 @@ func TestHeldAttrs(t *testing.T) {
 		}, func(t *testing.T, got *meta.Attr) {
 			if got.Mode&0o7777 != 0o604 {
 				t.Errorf("after close: mode %o", got.Mode&0o7777)
+			}
+		}},
+		{"touch keeps the time it was asked at", func(t *testing.T, a, b *mount, ino meta.Ino, fh uint64) {
+			at, err := a.SetAttr(as(1), ino, meta.SetAtimeNow|meta.SetMtimeNow, &meta.Attr{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			touched = *at
+			time.Sleep(20 * time.Millisecond)
+		}, func(t *testing.T, got *meta.Attr) {
+			if got.Mtime != touched.Mtime || got.Mtimensec != touched.Mtimensec || got.Atimensec != touched.Atimensec {
+				t.Errorf("mtime %d.%09d atime ...%09d after close, want the touch's %d.%09d ...%09d",
+					got.Mtime, got.Mtimensec, got.Atimensec, touched.Mtime, touched.Mtimensec, touched.Atimensec)
 			}
 		}},
 		{"not held: chmod by someone else", func(t *testing.T, a, b *mount, ino meta.Ino, fh uint64) {
