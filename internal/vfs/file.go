@@ -48,8 +48,8 @@ type openFile struct {
 		// noCaps records that the file has no security.capability
 		// attribute, which the kernel asks for before writes and
 		// chown: set when this mount created the file or the engine
-		// said so, cleared when this mount sets the attribute or sees
-		// another mount's change (see resetLocked).
+		// said so, cleared when this mount sets an attribute
+		// (VFS.capsMayChange) or sees another mount's change.
 		noCaps bool
 		// noXattrs records that the file has no extended attributes at
 		// all (cp -a lists them twice per file), kept as noCaps is.
@@ -61,9 +61,9 @@ type openFile struct {
 		// with held-back changes applied; nil until known.
 		attr *meta.Attr
 		// held are attribute changes (chown, chmod, utimes) held back
-		// while writes are buffered, to commit with them in one
-		// transaction (see VFS.SetAttr); heldTimes tells that one of
-		// them sets times.
+		// to commit with the buffered writes in one transaction, or
+		// together (see VFS.SetAttr); heldTimes tells that one of them
+		// sets times.
 		held      []meta.AttrChange
 		heldTimes bool
 		heldTimer *time.Timer // applies held changes no commit took; nil when unarmed
@@ -128,7 +128,6 @@ func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.S
 	if err == nil {
 		f.view.advance(ino, before, meta.VersionOf(a))
 		f.mu.length = max(f.mu.length, a.Length)
-		f.mu.mode = a.Mode
 		f.setAttrLocked(a)
 		if before == f.mu.seen {
 			f.mu.seen = meta.VersionOf(a)
@@ -155,14 +154,13 @@ func (f *openFile) revalidate(a *meta.Attr) bool {
 	f.dropListsLocked()
 	f.mu.length = max(a.Length, f.writer.PendingEnd())
 	f.mu.seen = v
-	f.mu.mode = a.Mode
 	f.mu.noCaps, f.mu.noXattrs = false, false
 	f.setAttrLocked(a)
 	return true
 }
 
-// setAttrLocked records a as the file's attributes, with the changes
-// still held back applied over them.
+// setAttrLocked records a as the file's attributes (and mode), unless
+// changes are held back: their preview stays until they commit.
 func (f *openFile) setAttrLocked(a *meta.Attr) {
 	if len(f.mu.held) > 0 && f.mu.attr != nil {
 		f.mu.mode = f.mu.attr.Mode
@@ -182,7 +180,6 @@ func (f *openFile) setAttr(a *meta.Attr) {
 		f.dropListsLocked()
 	}
 	f.mu.length = a.Length
-	f.mu.mode = a.Mode
 	f.setAttrLocked(a)
 }
 
@@ -255,7 +252,6 @@ func (f *openFile) applyHeld(ctx context.Context) error {
 		f.mu.heldTimes = true
 		return err
 	}
-	f.mu.mode = a.Mode
 	f.setAttrLocked(a)
 	return nil
 }
@@ -341,7 +337,6 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 		f.mu.noCaps, f.mu.noXattrs = false, false
 		f.mu.seen = v
 	}
-	f.mu.mode = a.Mode
 	f.setAttrLocked(a)
 	f.mu.Unlock()
 	return f
