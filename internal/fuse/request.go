@@ -80,8 +80,9 @@ func (fs *fileSystem) waitCtx(cancel <-chan struct{}, h *gofuse.InHeader) *reque
 //
 // The watcher itself starts only once the request has lasted watchDelay:
 // most requests that ask (every metadata transaction derives a context
-// with a deadline) are answered sooner, and a goroutine per request, with
-// the wake-up at its end, cost a write of 4 KiB a third of its time.
+// with a deadline, and a write checks Err) are answered sooner, and a
+// goroutine per request, woken again at its end, put a goroutine start
+// and a wake-up on the path of every one of them.
 func (r *request) Done() <-chan struct{} {
 	r.once.Do(func() {
 		r.done = make(chan struct{})
