@@ -14,11 +14,9 @@ func (fs *fileSystem) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name s
 	defer ctx.end()
 	a, fh, err := fs.v.Create(ctx, meta.Ino(in.NodeId), []byte(name),
 		uint16(in.Mode&0o7777), uint16(in.Umask), in.Flags)
-	if err == nil && in.Flags&syscall.O_TRUNC != 0 && in.OpenFlags&gofuse.OPEN_KILL_SUIDGID != 0 {
-		// An existing file opened by the create (killpriv, see Write).
-		if err = fs.v.KillSetID(ctx, fh); err != nil {
-			fs.v.Release(ctx, fh, 0)
-		}
+	if err == nil {
+		// An existing file the create opened may be truncated.
+		err = fs.killOnTrunc(ctx, fh, in.Flags, in.OpenFlags)
 	}
 	if err != nil {
 		return fs.status("create", err)
@@ -32,11 +30,8 @@ func (fs *fileSystem) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofus
 	ctx := fs.ctx(cancel, &in.InHeader)
 	defer ctx.end()
 	_, fh, err := fs.v.Open(ctx, meta.Ino(in.NodeId), in.Flags)
-	if err == nil && in.Flags&syscall.O_TRUNC != 0 && in.Mode&gofuse.OPEN_KILL_SUIDGID != 0 {
-		// (killpriv, see Write; OpenIn.Mode holds the open flags)
-		if err = fs.v.KillSetID(ctx, fh); err != nil {
-			fs.v.Release(ctx, fh, 0)
-		}
+	if err == nil {
+		err = fs.killOnTrunc(ctx, fh, in.Flags, in.Mode) // OpenIn.Mode holds the open flags
 	}
 	if err != nil {
 		return fs.status("open", err)
@@ -46,6 +41,20 @@ func (fs *fileSystem) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofus
 		out.OpenFlags |= gofuse.FOPEN_KEEP_CACHE
 	}
 	return gofuse.OK
+}
+
+// killOnTrunc drops setuid and setgid from the file just opened as fh
+// when the kernel asks (killpriv, see Write): an O_TRUNC open by a
+// process without CAP_FSETID. On failure it closes fh.
+func (fs *fileSystem) killOnTrunc(ctx *request, fh uint64, flags, openFlags uint32) error {
+	if flags&syscall.O_TRUNC == 0 || openFlags&gofuse.OPEN_KILL_SUIDGID == 0 {
+		return nil
+	}
+	err := fs.v.KillSetID(ctx, fh)
+	if err != nil {
+		fs.v.Release(ctx, fh, 0)
+	}
+	return err
 }
 
 func (fs *fileSystem) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gofuse.ReadResult, gofuse.Status) {

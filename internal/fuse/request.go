@@ -74,11 +74,11 @@ func (fs *fileSystem) waitCtx(cancel <-chan struct{}, h *gofuse.InHeader) *reque
 }
 
 // Done returns a channel closed when the request is to stop. The first
-// call starts the goroutine that watches the kernel's interrupt until the
+// call arranges for a goroutine to watch the kernel's interrupt until the
 // request ends; requests that never ask (most answer from memory) cost
-// none.
+// nothing.
 //
-// The watcher itself starts only once the request has lasted watchDelay:
+// The watcher starts only once the request has lasted watchDelay:
 // most requests that ask (every metadata transaction derives a context
 // with a deadline, and a write checks Err) are answered sooner, and a
 // goroutine per request, woken again at its end, put a goroutine start

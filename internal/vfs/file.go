@@ -41,10 +41,6 @@ type openFile struct {
 		// proves them current, moved along by this mount's own commits
 		// when nobody else changed the file in between.
 		seen meta.Version
-		// mode is the file's mode as this mount last saw it, which tells
-		// a write that must drop setuid and setgid (KillSetID) whether
-		// there are any.
-		mode uint16
 		// noCaps records that the file has no security.capability
 		// attribute, which the kernel asks for before writes and
 		// chown: set when this mount created the file or the engine
@@ -58,7 +54,8 @@ type openFile struct {
 		// answer read before one does not set noCaps or noXattrs.
 		xgen uint64
 		// attr is the file's attributes as this mount last saw them,
-		// with held-back changes applied; nil until known.
+		// with held-back changes applied (its mode tells KillSetID
+		// whether there are setuid and setgid bits to drop).
 		attr *meta.Attr
 		// held are attribute changes (chown, chmod, utimes) held back
 		// to commit with the buffered writes in one transaction, or
@@ -110,18 +107,14 @@ func (f *openFile) NewSliceID(ctx context.Context) (uint64, error) { return f.me
 // looked, every cached list goes, and seen stays behind so that the next
 // lock also drops the kernel's pages.
 func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error) {
-	f.mu.Lock()
-	held := f.mu.held
-	f.mu.held, f.mu.heldTimes = nil, false
-	f.mu.Unlock()
+	held := f.takeHeld()
 	before, a, err := f.meta.WriteSliceAttr(ctx, ino, idx, s, held)
 	if err == nil && f.committed != nil {
 		f.committed(ino, idx, s.Len)
 	}
 	f.mu.Lock()
-	if err != nil && len(held) > 0 {
-		f.mu.held = append(held, f.mu.held...) // for the next commit, or Flush
-		f.mu.heldTimes = true
+	if err != nil {
+		f.returnHeldLocked(held) // for the next commit, or Flush
 	}
 	delete(f.mu.chunks, idx)
 	f.mu.gen++
@@ -159,16 +152,14 @@ func (f *openFile) revalidate(a *meta.Attr) bool {
 	return true
 }
 
-// setAttrLocked records a as the file's attributes (and mode), unless
-// changes are held back: their preview stays until they commit.
+// setAttrLocked records a as the file's attributes, unless changes are
+// held back: their preview stays until they commit.
 func (f *openFile) setAttrLocked(a *meta.Attr) {
 	if len(f.mu.held) > 0 && f.mu.attr != nil {
-		f.mu.mode = f.mu.attr.Mode
-		return // the preview stays until the held changes commit
+		return
 	}
 	cp := *a
 	f.mu.attr = &cp
-	f.mu.mode = a.Mode
 }
 
 // setAttr refreshes what the file knows from attributes just read or
@@ -234,13 +225,12 @@ func (f *openFile) flush(ctx context.Context) error {
 // each with its caller's credentials.
 func (f *openFile) applyHeld(ctx context.Context) error {
 	f.mu.Lock()
-	held := f.mu.held
-	f.mu.held, f.mu.heldTimes = nil, false
 	if f.mu.heldTimer != nil {
 		f.mu.heldTimer.Stop()
 		f.mu.heldTimer = nil
 	}
 	f.mu.Unlock()
+	held := f.takeHeld()
 	if len(held) == 0 {
 		return nil
 	}
@@ -248,12 +238,29 @@ func (f *openFile) applyHeld(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {
-		f.mu.held = append(held, f.mu.held...)
-		f.mu.heldTimes = true
+		f.returnHeldLocked(held)
 		return err
 	}
 	f.setAttrLocked(a)
 	return nil
+}
+
+// takeHeld takes the held-back changes, for a commit to apply.
+func (f *openFile) takeHeld() []meta.AttrChange {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held := f.mu.held
+	f.mu.held, f.mu.heldTimes = nil, false
+	return held
+}
+
+// returnHeldLocked puts back changes whose commit failed, before those
+// held since.
+func (f *openFile) returnHeldLocked(held []meta.AttrChange) {
+	if len(held) > 0 {
+		f.mu.held = append(held, f.mu.held...)
+		f.mu.heldTimes = true
+	}
 }
 
 // applyHeldLater runs heldDelay after a change was held: it applies what
@@ -280,9 +287,6 @@ func (f *openFile) applyHeldLater() {
 func (f *openFile) hold(ctx context.Context, mask uint32, in *meta.Attr) (*meta.Attr, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.mu.attr == nil {
-		return nil, false
-	}
 	out, ok := f.meta.PreviewAttr(ctx, f.mu.attr, mask, in)
 	if !ok {
 		return nil, false
@@ -303,7 +307,6 @@ func (f *openFile) hold(ctx context.Context, mask uint32, in *meta.Attr) (*meta.
 		f.mu.heldTimes = true
 	}
 	f.mu.attr = out
-	f.mu.mode = out.Mode
 	if f.mu.heldTimer == nil {
 		f.mu.heldTimer = time.AfterFunc(heldDelay, f.applyHeldLater)
 	}
@@ -551,7 +554,7 @@ func (v *VFS) KillSetID(ctx context.Context, fh uint64) error {
 		return nil
 	}
 	h.file.mu.Lock()
-	mode := h.file.mu.mode
+	mode := h.file.mu.attr.Mode
 	h.file.mu.Unlock()
 	if !meta.HasSetID(mode) {
 		return nil
