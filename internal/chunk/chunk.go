@@ -161,6 +161,7 @@ type Store struct {
 	// blocks, no writeback staging): a fresh 4 MiB buffer costs a page
 	// fault per 4 KiB on first touch, a quarter of a small write's time.
 	blockBufs *sync.Pool // nil when buffers cannot be recycled
+	syncs     *syncer    // deferred syncs of written blocks (sync.go); nil when off
 }
 
 // Open returns a Store over obj, which already applies the volume's prefix

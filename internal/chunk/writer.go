@@ -8,13 +8,16 @@ import (
 	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/object"
 )
 
 // Committer allocates slice ids and records stored slices in metadata;
 // *meta.Client implements it.
 type Committer interface {
 	NewSliceID(ctx context.Context) (uint64, error)
-	Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error)
+	// Commit adds s to chunk idx of ino; unsynced tells that its blocks
+	// were stored without a sync (see meta.Client.WriteSliceAttr).
+	Commit(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice, unsynced bool) (*meta.Attr, error)
 }
 
 var _ Committer = (*meta.Client)(nil)
@@ -29,6 +32,10 @@ type FileWriter struct {
 	c   Committer
 	ino meta.Ino
 	bg  context.Context // outlives the request that started an upload
+	// put is bg, under object.DeferSync when the store defers syncs
+	// (sync.go); unsynced tells which.
+	put      context.Context
+	unsynced bool
 
 	mu struct {
 		sync.Mutex
@@ -72,6 +79,10 @@ type wslice struct {
 // NewWriter returns a writer for file ino that commits through c.
 func (s *Store) NewWriter(ino meta.Ino, c Committer) *FileWriter {
 	w := &FileWriter{s: s, c: c, ino: ino, bg: context.Background()}
+	w.put, w.unsynced = w.bg, s.syncs != nil
+	if w.unsynced {
+		w.put = object.DeferSync(w.bg)
+	}
 	w.mu.chunks = map[uint32][]*wslice{}
 	return w
 }
@@ -283,7 +294,7 @@ func (w *FileWriter) startUploads(ctx context.Context, sl *wslice, upto int) err
 		sl.uploads.Add(1)
 		go func() {
 			defer sl.uploads.Done()
-			if err := w.s.putBlock(w.bg, sl.id, i, data); err != nil {
+			if err := w.s.putBlock(w.put, sl.id, i, data); err != nil {
 				sl.errMu.Lock()
 				sl.err = errors.Join(sl.err, err)
 				sl.errMu.Unlock()
@@ -311,9 +322,11 @@ func (w *FileWriter) finishLocked(sl *wslice) {
 			sl.errMu.Unlock()
 		}
 		if err == nil {
-			_, err = w.c.Write(w.bg, w.ino, sl.idx, meta.Slice{Pos: sl.pos, Id: sl.id, Size: sl.length, Len: sl.length})
+			_, err = w.c.Commit(w.bg, w.ino, sl.idx, meta.Slice{Pos: sl.pos, Id: sl.id, Size: sl.length, Len: sl.length}, w.unsynced)
 			if err != nil {
 				err = fmt.Errorf("commit slice %d of inode %d: %w", sl.id, w.ino, err)
+			} else if w.unsynced {
+				w.s.syncs.add(meta.UnsyncedSlice{Id: sl.id, Size: sl.length, Ino: w.ino, Idx: sl.idx})
 			}
 		}
 		w.mu.Lock()

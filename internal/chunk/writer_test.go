@@ -294,7 +294,7 @@ type failCommitter struct {
 	refused []uint64
 }
 
-func (f *failCommitter) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error) {
+func (f *failCommitter) Commit(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice, _ bool) (*meta.Attr, error) {
 	f.mu.Lock()
 	f.refused = append(f.refused, s.Id)
 	f.mu.Unlock()
@@ -608,10 +608,10 @@ type gateCommitter struct {
 	release chan struct{}
 }
 
-func (g *gateCommitter) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error) {
+func (g *gateCommitter) Commit(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice, unsynced bool) (*meta.Attr, error) {
 	g.entered <- s
 	<-g.release
-	return g.Client.Write(ctx, ino, idx, s)
+	return g.Client.Commit(ctx, ino, idx, s, unsynced)
 }
 
 // hookSource calls after once, when the first ReadChunk has listed the

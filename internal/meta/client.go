@@ -23,6 +23,8 @@ type (
 	Attr = store.Node
 	// Slice is one element of a chunk's slice list.
 	Slice = store.Slice
+	// UnsyncedSlice is a slice committed before its blocks were durable.
+	UnsyncedSlice = store.UnsyncedSlice
 )
 
 // RootIno is the inode of the root directory.
@@ -64,6 +66,14 @@ type Config struct {
 	// is gone. Nil leaves deletions queued. It is called from several
 	// goroutines at once.
 	DeleteSlice func(ctx context.Context, id uint64, size uint32) error
+	// RestoreSlice makes every block of a slice readable again after its
+	// session's host may have crashed before the object store made the
+	// blocks durable (see WriteSliceAttr's unsynced): a block found
+	// missing or short is replaced, durably, by zeros, and lost counts
+	// them. Cleaning up after a dead session calls it for each slice the
+	// session committed unsynced that a file still holds; without it such
+	// sessions are left for a client that has it.
+	RestoreSlice func(ctx context.Context, id uint64, size uint32) (lost int, err error)
 	// DeleteWorkers bounds how many slices are deleted at once. Default 10.
 	DeleteWorkers int
 	// TruncateSyncBatches is how many bounded transactions a truncation

@@ -27,11 +27,18 @@ func (c *Client) Write(ctx context.Context, ino Ino, idx uint32, s Slice) (*Attr
 	return a, err
 }
 
+// Commit is Write for a writer that may store blocks without syncing them
+// (see WriteSliceAttr's unsynced).
+func (c *Client) Commit(ctx context.Context, ino Ino, idx uint32, s Slice, unsynced bool) (*Attr, error) {
+	_, a, err := c.WriteSliceAttr(ctx, ino, idx, s, nil, unsynced)
+	return a, err
+}
+
 // WriteSlice is Write that also returns the file's version just before
 // the slice was committed, so that a writer caching the file can tell
 // whether anybody else changed it since it last looked.
 func (c *Client) WriteSlice(ctx context.Context, ino Ino, idx uint32, s Slice) (Version, *Attr, error) {
-	return c.WriteSliceAttr(ctx, ino, idx, s, nil)
+	return c.WriteSliceAttr(ctx, ino, idx, s, nil, false)
 }
 
 // WriteSliceAttr is WriteSlice that then applies changes, in order, in the
@@ -40,7 +47,13 @@ func (c *Client) WriteSlice(ctx context.Context, ino Ino, idx uint32, s Slice) (
 // with its owner, mode and times costs one transaction, not four. A
 // change the engine's attributes no longer allow (another mount changed
 // the file meanwhile) is skipped and logged; the slice commits anyway.
-func (c *Client) WriteSliceAttr(ctx context.Context, ino Ino, idx uint32, s Slice, changes []AttrChange) (Version, *Attr, error) {
+//
+// unsynced tells that the object store may not have made the slice's
+// blocks durable yet (object.Syncer): the transaction records the slice
+// for this session, so that if the host crashes before the writer calls
+// Synced, whoever cleans up after the session restores blocks the crash
+// lost (Config.RestoreSlice) rather than leave a file naming them.
+func (c *Client) WriteSliceAttr(ctx context.Context, ino Ino, idx uint32, s Slice, changes []AttrChange, unsynced bool) (Version, *Attr, error) {
 	if err := c.writable(); err != nil {
 		return Version{}, nil, err
 	}
@@ -70,6 +83,9 @@ func (c *Client) WriteSliceAttr(ctx context.Context, ino Ino, idx uint32, s Slic
 				n.Length = end
 			}
 			tx.AppendSlice(ino, idx, s)
+			if unsynced {
+				tx.SetUnsynced(c.sid, UnsyncedSlice{Id: s.Id, Size: s.Size, Ino: ino, Idx: idx}, true)
+			}
 			sec, nsec := c.stamp()
 			touchMtime(n, sec, nsec)
 			if err := c.applyChanges(tx, n, changes); err != nil {
@@ -85,6 +101,20 @@ func (c *Client) WriteSliceAttr(ctx context.Context, ino Ino, idx uint32, s Slic
 	}
 	c.usedSpace.Add(grow)
 	return before, out, nil
+}
+
+// Synced forgets slices this session committed unsynced, once the object
+// store made their blocks durable: one transaction for all of them.
+func (c *Client) Synced(ctx context.Context, ss []UnsyncedSlice) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		for _, s := range ss {
+			tx.SetUnsynced(c.sid, s, false)
+		}
+		return nil
+	})
 }
 
 // Segment is a run of a chunk that reads from one slice, or from no slice

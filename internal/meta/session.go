@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -36,7 +37,12 @@ func (c *Client) CleanStaleSessions(ctx context.Context) error {
 		return err
 	}
 	for _, sid := range stale {
-		if err := c.cleanSession(ctx, sid); err != nil {
+		err := c.cleanSession(ctx, sid)
+		if errors.Is(err, errCannotRestore) {
+			c.log.Debug("stale session left for a client with the object store", "sid", sid)
+			continue
+		}
+		if err != nil {
 			return err
 		}
 		c.log.Info("cleaned up stale session", "sid", sid)
@@ -44,11 +50,26 @@ func (c *Client) CleanStaleSessions(ctx context.Context) error {
 	return nil
 }
 
+// errCannotRestore tells that a session committed slices unsynced and
+// this client cannot check their blocks (no Config.RestoreSlice).
+var errCannotRestore = errors.New("session has unsynced slices and this client cannot restore blocks")
+
 // cleanSession releases what session sid held and deletes its record.
+// First it restores the blocks of slices sid committed unsynced that a
+// crash of its host may have lost. This client's own session must have
+// none left: their blocks may still be only in this host's memory, so
+// the session stays for whoever cleans it up later.
 func (c *Client) cleanSession(ctx context.Context, sid uint64) error {
+	unsynced, err := c.restoreUnsynced(ctx, sid)
+	if err != nil {
+		return err
+	}
 	var r removal
-	err := c.st.Update(ctx, func(tx store.Tx) error {
+	err = c.st.Update(ctx, func(tx store.Tx) error {
 		r = removal{}
+		for _, u := range unsynced {
+			tx.SetUnsynced(sid, u, false)
+		}
 		locked, err := tx.LockedInodes(sid)
 		if err != nil {
 			return err
@@ -102,4 +123,58 @@ func (c *Client) cleanSession(ctx context.Context, sid uint64) error {
 		c.applyRemoval(&r)
 	}
 	return err
+}
+
+// restoreUnsynced restores the blocks of every slice session sid committed
+// unsynced that a file still holds, and returns the records to forget.
+func (c *Client) restoreUnsynced(ctx context.Context, sid uint64) ([]UnsyncedSlice, error) {
+	var unsynced []UnsyncedSlice
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		unsynced, err = tx.Unsynced(sid)
+		return err
+	})
+	if err != nil || len(unsynced) == 0 {
+		return nil, err
+	}
+	if sid == c.sid {
+		return nil, fmt.Errorf("session %d: %d slices committed before their blocks were synced: the session stays, and the client that cleans it up restores what a crash lost", sid, len(unsynced))
+	}
+	if c.conf.RestoreSlice == nil {
+		return nil, errCannotRestore
+	}
+	for _, u := range unsynced {
+		var held bool
+		err := c.st.View(ctx, func(tx store.Tx) error {
+			held = false
+			ss, err := tx.Chunk(u.Ino, u.Idx)
+			if err != nil {
+				return err
+			}
+			for _, s := range ss {
+				if s.Id == u.Id && s.Size == u.Size {
+					held = true
+					return nil
+				}
+			}
+			extra, err := tx.SliceRef(u.Id, u.Size)
+			held = extra > 0 // a copy of the file holds it still
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("session %d: unsynced slice %d: %w", sid, u.Id, err)
+		}
+		if !held {
+			continue // overwritten, compacted or deleted since
+		}
+		lost, err := c.conf.RestoreSlice(ctx, u.Id, u.Size)
+		if err != nil {
+			return nil, fmt.Errorf("session %d: restore unsynced slice %d of inode %d: %w", sid, u.Id, u.Ino, err)
+		}
+		if lost > 0 {
+			c.log.Warn("blocks written before a crash were lost; they read as zeros",
+				"sid", sid, "inode", u.Ino, "chunk", u.Idx, "slice", u.Id, "blocks", lost)
+		}
+	}
+	return unsynced, nil
 }

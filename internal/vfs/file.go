@@ -102,13 +102,13 @@ func (f *openFile) ReadChunk(ctx context.Context, ino meta.Ino, idx uint32) ([]m
 // NewSliceID allocates a slice id.
 func (f *openFile) NewSliceID(ctx context.Context) (uint64, error) { return f.meta.NewSliceID(ctx) }
 
-// Write commits a slice and drops the cached list of its chunk. When the
+// Commit commits a slice and drops the cached list of its chunk. When the
 // commit shows that another mount changed the file since this one last
 // looked, every cached list goes, and seen stays behind so that the next
 // lock also drops the kernel's pages.
-func (f *openFile) Write(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error) {
+func (f *openFile) Commit(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice, unsynced bool) (*meta.Attr, error) {
 	held := f.takeHeld()
-	before, a, err := f.meta.WriteSliceAttr(ctx, ino, idx, s, held)
+	before, a, err := f.meta.WriteSliceAttr(ctx, ino, idx, s, held, unsynced)
 	if err == nil && f.committed != nil {
 		f.committed(ino, idx, s.Len)
 	}
@@ -591,7 +591,16 @@ func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 }
 
 // Fsync makes the file's writes durable in the volume.
-func (v *VFS) Fsync(ctx context.Context, fh uint64) error { return v.Flush(ctx, fh, 0) }
+func (v *VFS) Fsync(ctx context.Context, fh uint64) error {
+	if err := v.Flush(ctx, fh, 0); err != nil {
+		return err
+	}
+	if err := v.data.Sync(ctx); err != nil {
+		v.log().Error("fsync: sync stored blocks", "err", err)
+		return syscall.EIO
+	}
+	return nil
+}
 
 // Release closes a handle; the last handle of a file commits its writes.
 // A flock held by flockOwner (not 0) is released. Release runs to the end

@@ -9,6 +9,8 @@ import (
 	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlite"
 	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/object"
+	"github.com/sluicefs/sluice/internal/object/file"
 	"github.com/sluicefs/sluice/internal/vfs"
 	"github.com/sluicefs/sluice/internal/vfs/vfstest"
 )
@@ -29,15 +31,26 @@ func TestSuite(t *testing.T) {
 				VFS: vfs.Config{AttrTimeout: time.Second, EntryTimeout: time.Second, DirEntryTimeout: time.Second},
 			}
 		}},
-		{"sqlite", func(t *testing.T) vfstest.Options {
-			return vfstest.Options{Store: func(t *testing.T) store.Store {
-				st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "meta.db"), true)
-				if err != nil {
-					t.Fatalf("open sqlite: %v", err)
-				}
-				t.Cleanup(func() { st.Close() })
-				return st
-			}}
+		{"sqlite+file-bucket", func(t *testing.T) vfstest.Options {
+			dir := t.TempDir()
+			return vfstest.Options{
+				Store: func(t *testing.T) store.Store {
+					st, err := sqlite.Open(context.Background(), filepath.Join(dir, "meta.db"), true)
+					if err != nil {
+						t.Fatalf("open sqlite: %v", err)
+					}
+					t.Cleanup(func() { st.Close() })
+					return st
+				},
+				// A local directory defers the sync of written blocks.
+				Object: func(object.Store) object.Store {
+					fs, err := file.New(filepath.Join(dir, "bucket"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return fs
+				},
+			}
 		}},
 	}
 	for _, c := range configs {

@@ -92,6 +92,7 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	}
 	mconf := opts.Meta
 	mconf.DeleteSlice = v.chunks.Delete
+	mconf.RestoreSlice = v.chunks.RestoreSlice
 	if mconf.SessionInfo.Host == "" {
 		mconf.SessionInfo.Host, _ = os.Hostname()
 	}
@@ -100,6 +101,9 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	}
 	if v.client, err = meta.NewClient(ctx, v.st, mconf); err != nil {
 		return v, err
+	}
+	if !mconf.ReadOnly {
+		v.chunks.TrackSyncs(v.client.Synced)
 	}
 	if opts.Level < FileSystem {
 		return v, nil
@@ -224,6 +228,12 @@ func (v *Volume) Close(ctx context.Context) error {
 	if v.fs != nil {
 		if err := v.fs.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close file system: %w", err))
+		}
+	}
+	if v.chunks != nil {
+		// Before the session ends: it must end with every block synced.
+		if err := v.chunks.StopSyncs(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("sync stored blocks: %w", err))
 		}
 	}
 	if v.client != nil {

@@ -59,8 +59,9 @@
 // after (which need not exist), at most limit of them (limit <= 0: all);
 // paging with the last name returned visits every entry of an unchanged
 // directory once. ChunkIndexes returns indexes at or above from in
-// ascending order. XattrNames, Sessions, Sustained, Locks, LockedInodes,
-// DelFiles, DelSlices and Truncations come in no promised order.
+// ascending order. XattrNames, Sessions, Sustained, Unsynced, Locks,
+// LockedInodes, DelFiles, DelSlices and Truncations come in no promised
+// order.
 //
 // Whole-family scans (ScanInodes, ScanSliceRefs, ScanDelFiles,
 // ScanDelSlices) page with cursors that stay valid across transactions,

@@ -87,6 +87,18 @@ type DelFile struct {
 	Expire int64 // unix seconds
 }
 
+// UnsyncedSlice is a slice a session committed before the object store
+// made its blocks durable (object.Syncer): if the session's host crashes
+// before they are, its blocks may be missing or short, and whoever cleans
+// up after the session restores them. Ino and Idx name the chunk the
+// slice was committed to.
+type UnsyncedSlice struct {
+	Id   uint64
+	Size uint32
+	Ino  Ino
+	Idx  uint32
+}
+
 // Lock kinds.
 const (
 	LockFlock byte = 'F' // BSD flock: Data is one byte, the lock type
@@ -176,6 +188,12 @@ type Tx interface {
 	// Sustained lists inodes kept alive by session sid (unlinked while open).
 	Sustained(sid uint64) ([]Ino, error)
 	SetSustained(sid uint64, ino Ino, on bool)
+	// Unsynced lists the slices session sid committed whose blocks may
+	// not be durable yet.
+	Unsynced(sid uint64) ([]UnsyncedSlice, error)
+	// SetUnsynced records (on) or forgets s for session sid; forgetting
+	// needs only s.Id and s.Size.
+	SetUnsynced(sid uint64, s UnsyncedSlice, on bool)
 
 	// Locks returns the lock records of kind (LockFlock or LockPosix) on ino.
 	Locks(ino Ino, kind byte) ([]LockRecord, error)

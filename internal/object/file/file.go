@@ -10,7 +10,9 @@
 // Put is atomic: it writes a temporary file (".<name>.<random>.tmp") in the
 // target's directory, syncs it and renames it over the target, so a reader
 // sees either the old or the new object, never a partial one. List skips
-// temporary files left behind by a crash.
+// temporary files left behind by a crash. Under object.DeferSync a Put
+// skips the sync and Sync makes such Puts durable together, with one
+// syncfs(2) of the directory's file system.
 //
 // Errors follow the object package convention: a missing key yields an error
 // wrapping object.ErrNotFound.
@@ -26,7 +28,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluicefs/sluice/internal/object"
 )
@@ -34,11 +39,15 @@ import (
 // Store is an object.Store backed by a local directory.
 type Store struct {
 	dir string // absolute and clean, without a trailing separator unless it is "/"
+	// deferred counts Puts that skipped their sync; synced is the count
+	// the last completed Sync covered.
+	deferred, synced atomic.Uint64
 }
 
 var (
 	_ object.Store   = (*Store)(nil)
 	_ object.Creator = (*Store)(nil)
+	_ object.Syncer  = (*Store)(nil)
 )
 
 // New returns a Store rooted at dir, made absolute. The directory need not
@@ -172,8 +181,11 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 	if _, err := io.Copy(f, r); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		return err
+	deferred := object.SyncDeferred(ctx)
+	if !deferred {
+		if err := f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err
@@ -181,7 +193,40 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), p)
+	if err := os.Rename(f.Name(), p); err != nil {
+		return err
+	}
+	if deferred {
+		s.deferred.Add(1)
+	}
+	return nil
+}
+
+// Sync makes every Put that returned before it durable, data and names,
+// with one syncfs(2) of the file system that holds the directory. It costs
+// nothing when no Put deferred its sync since the last Sync.
+func (s *Store) Sync(ctx context.Context) error {
+	upto := s.deferred.Load()
+	if s.synced.Load() >= upto {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: sync: %w", s, err)
+	}
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return fmt.Errorf("%s: sync: %w", s, err)
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return fmt.Errorf("%s: sync: %w", s, err)
+	}
+	for {
+		cur := s.synced.Load()
+		if cur >= upto || s.synced.CompareAndSwap(cur, upto) {
+			return nil
+		}
+	}
 }
 
 // createTemp creates the temporary file for target p, making parent

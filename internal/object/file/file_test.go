@@ -150,3 +150,52 @@ func TestCreate(t *testing.T) {
 func BenchmarkStore(b *testing.B) {
 	objecttest.Bench(b, newStore(b))
 }
+
+// TestDeferredSync checks that a Put under object.DeferSync stores a whole,
+// readable object at once and that decorators let a caller find the
+// store's Sync.
+func TestDeferredSync(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	if err := s.Sync(ctx); err != nil {
+		t.Fatalf("Sync with nothing deferred: %v", err)
+	}
+	data := []byte(strings.Repeat("deferred ", 1000))
+	if err := s.Put(object.DeferSync(ctx), "chunks/0/0/1_0_9000", strings.NewReader(string(data))); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Get(ctx, "chunks/0/0/1_0_9000", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("read back %d bytes, %v; want the %d bytes put", len(got), err, len(data))
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Put(object.DeferSync(ctx), "k2", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sync with a cancelled context and a deferred Put = %v, want context.Canceled", err)
+	}
+	if y := object.FindSyncer(s); y != s {
+		t.Fatalf("FindSyncer(store) = %v, want the store", y)
+	}
+	if y := object.FindSyncer(wrapped{s}); y != s {
+		t.Fatalf("FindSyncer through a decorator = %v, want the store", y)
+	}
+	if object.SyncDeferred(ctx) || !object.SyncDeferred(object.DeferSync(ctx)) {
+		t.Fatal("SyncDeferred does not tell DeferSync's context from others")
+	}
+}
+
+// wrapped is a do-nothing decorator.
+type wrapped struct{ object.Store }
+
+func (w wrapped) Unwrap() object.Store { return w.Store }

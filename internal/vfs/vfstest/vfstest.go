@@ -71,10 +71,6 @@ func New(t *testing.T, o Options) *vfs.VFS {
 	if _, err := meta.FormatVolume(ctx, st, f); err != nil {
 		t.Fatalf("format: %v", err)
 	}
-	c, err := meta.NewClient(ctx, st, o.Meta)
-	if err != nil {
-		t.Fatalf("new meta client: %v", err)
-	}
 	cc := o.Chunk
 	cc.BlockSize = BlockSize
 	if len(cc.CacheDirs) > 0 && cc.VolumeUUID == "" {
@@ -88,16 +84,28 @@ func New(t *testing.T, o Options) *vfs.VFS {
 	if err != nil {
 		t.Fatalf("open chunk store: %v", err)
 	}
+	mc := o.Meta
+	if mc.RestoreSlice == nil {
+		mc.RestoreSlice = s.RestoreSlice
+	}
+	c, err := meta.NewClient(ctx, st, mc)
+	if err != nil {
+		t.Fatalf("new meta client: %v", err)
+	}
+	s.TrackSyncs(c.Synced)
 	v := vfs.New(c, s, o.VFS)
 	t.Cleanup(func() {
 		if err := v.Close(ctx); err != nil {
 			t.Errorf("close vfs: %v", err)
 		}
-		if err := s.Close(ctx); err != nil {
-			t.Errorf("close chunk store: %v", err)
+		if err := s.StopSyncs(ctx); err != nil {
+			t.Errorf("sync stored blocks: %v", err)
 		}
 		if err := c.Close(ctx); err != nil {
 			t.Errorf("close meta client: %v", err)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("close chunk store: %v", err)
 		}
 	})
 	return v

@@ -18,8 +18,8 @@ import (
 //
 // so those are not indexed. Every other "A" key is grouped by inode and
 // kind ("A" ino "D" for one directory's entries; likewise xattrs "X",
-// chunks "C", flocks "F", POSIX locks "P"), the per-session families "O"
-// and "Q" by session, and every other family ("N", "D", "L") as a whole.
+// chunks "C", flocks "F", POSIX locks "P"), the per-session families "O",
+// "Q" and "U" by session, and every other family ("N", "D", "L") as a whole.
 // A family kvstore adds later is thus indexed, by its first byte, before
 // this function learns about it: scans keep working, at the cost of one
 // ZADD per write if the family turns out never to be scanned.
@@ -41,7 +41,7 @@ func scanGroup(key []byte) []byte {
 			return nil
 		}
 		return key[:1+ino+1]
-	case 'O', 'Q':
+	case 'O', 'Q', 'U':
 		if len(key) < 1+ino {
 			return nil
 		}

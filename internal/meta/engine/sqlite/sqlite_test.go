@@ -130,3 +130,48 @@ func BenchmarkBatch(b *testing.B) {
 		return st
 	})
 }
+
+// TestUpgradeAddsTables checks that a volume formatted before a record
+// kind had its table gets the table when it is opened, and keeps its
+// records.
+func TestUpgradeAddsTables(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "meta.db")
+	st := open(t, path, true)
+	err := st.Update(ctx, func(tx store.Tx) error {
+		tx.SetCounter("kept", 42)
+		return nil
+	})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec("DROP TABLE unsynced") // as an earlier version formatted it
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = open(t, path, false)
+	defer st.Close()
+	u := store.UnsyncedSlice{Id: 5, Size: 100, Ino: 9, Idx: 1}
+	if err := st.Update(ctx, func(tx store.Tx) error { tx.SetUnsynced(1, u, true); return nil }); err != nil {
+		t.Fatalf("write an unsynced slice after the upgrade: %v", err)
+	}
+	err = st.View(ctx, func(tx store.Tx) error {
+		if v, err := tx.Counter("kept"); err != nil || v != 42 {
+			t.Errorf("counter after the upgrade = %d, %v; want 42", v, err)
+		}
+		got, err := tx.Unsynced(1)
+		if err != nil || len(got) != 1 || got[0] != u {
+			t.Errorf("Unsynced after the upgrade = %+v, %v; want %+v", got, err, u)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -176,8 +176,11 @@ func (s *Store) open(ctx context.Context, c Config, create bool) (store.Store, e
 		return nil, err
 	}
 	have, err := s.exists(ctx, s.table("node"))
-	if err != nil || have {
+	if err != nil {
 		return s, err
+	}
+	if have {
+		return s, s.upgradeTables(ctx)
 	}
 	// Volumes formatted by early versions kept every record in one
 	// key-value table, a layout no longer read: refuse rather than format

@@ -42,8 +42,13 @@ var tables = []tableDef{
 	{"delfile", [][2]string{{"ino", tInt}, {"length", tInt}, {"expire", tInt}}, []string{"ino", "length"}},
 	{"delslice", [][2]string{{"id", tInt}, {"size", tInt}}, []string{"id", "size"}},
 	{"truncation", [][2]string{{"ino", tInt}, {"from_idx", tInt}}, []string{"ino"}},
+	{"unsynced", [][2]string{{"sid", tInt}, {"id", tInt}, {"size", tInt}, {"ino", tInt}, {"idx", tInt}}, []string{"sid", "id", "size"}},
 	{"node", nodeCols(), []string{"ino"}},
 }
+
+// addedLater lists the tables that volumes formatted by earlier versions
+// lack; Open creates them.
+var addedLater = map[string]bool{"unsynced": true}
 
 // nodeFields are the columns of node, in the order nodeArgs and scanNode
 // use.
@@ -60,16 +65,45 @@ func nodeCols() [][2]string {
 // createTables creates the tables that do not exist.
 func (s *Store) createTables(ctx context.Context) error {
 	for _, t := range tables {
-		var b strings.Builder
-		b.WriteString("CREATE TABLE IF NOT EXISTS " + s.table(t.kind) + " (")
-		for _, c := range t.cols {
-			typ := map[string]string{tInt: s.d.Int, tName: s.d.Name, tBlob: s.d.Blob}[c[1]]
-			b.WriteString(c[0] + " " + typ + " NOT NULL, ")
+		if err := s.createTable(ctx, t); err != nil {
+			return err
 		}
-		b.WriteString("PRIMARY KEY (" + strings.Join(t.key, ", ") + "))" + s.d.TableOptions)
-		if _, err := s.writer.ExecContext(ctx, b.String()); err != nil {
-			return fmt.Errorf("create table %s: %w", s.table(t.kind), s.d.Describe(err))
+	}
+	return nil
+}
+
+// upgradeTables creates the tables of addedLater that a volume formatted
+// by an earlier version lacks. It only reads when they are there, so a
+// user who may not create tables can still open an upgraded volume.
+func (s *Store) upgradeTables(ctx context.Context) error {
+	for _, t := range tables {
+		if !addedLater[t.kind] {
+			continue
 		}
+		have, err := s.exists(ctx, s.table(t.kind))
+		if err != nil {
+			return err
+		}
+		if !have {
+			if err := s.createTable(ctx, t); err != nil {
+				return fmt.Errorf("upgrade a volume of an earlier version: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// createTable creates t unless it exists.
+func (s *Store) createTable(ctx context.Context, t tableDef) error {
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS " + s.table(t.kind) + " (")
+	for _, c := range t.cols {
+		typ := map[string]string{tInt: s.d.Int, tName: s.d.Name, tBlob: s.d.Blob}[c[1]]
+		b.WriteString(c[0] + " " + typ + " NOT NULL, ")
+	}
+	b.WriteString("PRIMARY KEY (" + strings.Join(t.key, ", ") + "))" + s.d.TableOptions)
+	if _, err := s.writer.ExecContext(ctx, b.String()); err != nil {
+		return fmt.Errorf("create table %s: %w", s.table(t.kind), s.d.Describe(err))
 	}
 	return nil
 }

@@ -625,6 +625,29 @@ func (t *tx) Sustained(sid uint64) ([]store.Ino, error) { return t.inodes("susta
 
 func (t *tx) SetSustained(sid uint64, ino store.Ino, on bool) { t.mark("sustained", sid, ino, on) }
 
+func (t *tx) Unsynced(sid uint64) ([]store.UnsyncedSlice, error) {
+	var out []store.UnsyncedSlice
+	err := t.each("SELECT id, size, ino, idx FROM @unsynced WHERE sid = ?", []any{i64(sid)}, func(scan func(...any) error) error {
+		var id, size, ino, idx int64
+		err := scan(&id, &size, &ino, &idx)
+		out = append(out, store.UnsyncedSlice{Id: uint64(id), Size: uint32(size), Ino: store.Ino(ino), Idx: uint32(idx)})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list unsynced slices of session %d: %w", sid, err)
+	}
+	return out, nil
+}
+
+func (t *tx) SetUnsynced(sid uint64, s store.UnsyncedSlice, on bool) {
+	if on {
+		t.exec(t.s.upsert("unsynced", []string{"sid", "id", "size"}, []string{"ino", "idx"}),
+			i64(sid), i64(s.Id), int64(s.Size), i64(uint64(s.Ino)), int64(s.Idx))
+	} else {
+		t.exec("DELETE FROM @unsynced WHERE sid = ? AND id = ? AND size = ?", i64(sid), i64(s.Id), int64(s.Size))
+	}
+}
+
 // Locks
 
 // lockTable returns the table of lock kind.

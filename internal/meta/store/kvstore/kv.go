@@ -17,6 +17,7 @@
 //	"S"                    volume settings
 //	"N" sid                session
 //	"O" sid ino            sustained inode of a session
+//	"U" sid id size(u32)   unsynced slice of a session (value: ino, idx(u32))
 //	"Q" sid ino            inode on which a session holds locks
 //	"D" ino length         file waiting for data deletion (value: expiry)
 //	"L" id size(u32)       slice waiting for block deletion

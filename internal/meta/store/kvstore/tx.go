@@ -393,6 +393,35 @@ func (x *tx) SetSustained(sid uint64, ino store.Ino, on bool) {
 	}
 }
 
+func (x *tx) Unsynced(sid uint64) ([]store.UnsyncedSlice, error) {
+	prefix := be.AppendUint64([]byte{'U'}, sid)
+	pairs, err := x.t.Scan(prefix, prefixEnd(prefix), 0)
+	if err != nil {
+		return nil, fmt.Errorf("scan unsynced slices of session %d: %w", sid, err)
+	}
+	out := make([]store.UnsyncedSlice, len(pairs))
+	for i, p := range pairs {
+		k := p.Key[len(prefix):]
+		if len(k) != 12 || len(p.Value) != 12 {
+			return nil, fmt.Errorf("session %d: corrupt unsynced slice record", sid)
+		}
+		out[i] = store.UnsyncedSlice{
+			Id: be.Uint64(k), Size: be.Uint32(k[8:]),
+			Ino: store.Ino(be.Uint64(p.Value)), Idx: be.Uint32(p.Value[8:]),
+		}
+	}
+	return out, nil
+}
+
+func (x *tx) SetUnsynced(sid uint64, s store.UnsyncedSlice, on bool) {
+	k := be.AppendUint32(be.AppendUint64(be.AppendUint64([]byte{'U'}, sid), s.Id), s.Size)
+	if on {
+		x.t.Set(k, be.AppendUint32(be.AppendUint64(nil, uint64(s.Ino)), s.Idx))
+	} else {
+		x.t.Delete(k)
+	}
+}
+
 // Locks
 
 func (x *tx) Locks(ino store.Ino, kind byte) ([]store.LockRecord, error) {

@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
 		{"Chunks", testChunks},
 		{"SliceRefsCounters", testSliceRefsCounters},
 		{"SessionsLocks", testSessionsLocks},
+		{"Unsynced", testUnsynced},
 		{"Queues", testQueues},
 		{"Scans", testScans},
 		{"ReadYourWrites", testReadYourWrites},
@@ -509,6 +510,54 @@ func testSessionsLocks(t *testing.T, st store.Store, _ Options) {
 		}
 		if li, err := tx.LockedInodes(1); err != nil || !slices.Equal(li, []store.Ino{40}) {
 			return fmt.Errorf("LockedInodes after unsetting one = %v, %v", li, err)
+		}
+		return nil
+	})
+}
+
+func testUnsynced(t *testing.T, st store.Store, _ Options) {
+	a := store.UnsyncedSlice{Id: 7, Size: 10, Ino: 40, Idx: 0}
+	b := store.UnsyncedSlice{Id: 7, Size: 4 << 20, Ino: 40, Idx: 3}
+	c := store.UnsyncedSlice{Id: math.MaxUint64, Size: math.MaxUint32, Ino: math.MaxUint64, Idx: math.MaxUint32}
+	other := store.UnsyncedSlice{Id: 8, Size: 1, Ino: 41, Idx: 1}
+	sorted := func(us []store.UnsyncedSlice) []store.UnsyncedSlice {
+		slices.SortFunc(us, func(x, y store.UnsyncedSlice) int {
+			if x.Id != y.Id {
+				return cmpU(x.Id, y.Id)
+			}
+			return cmpU(uint64(x.Size), uint64(y.Size))
+		})
+		return us
+	}
+	update(t, st, func(tx store.Tx) error {
+		tx.SetUnsynced(1, c, true)
+		tx.SetUnsynced(1, b, true)
+		tx.SetUnsynced(1, a, true)
+		tx.SetUnsynced(2, other, true)
+		return nil
+	})
+	view(t, st, func(tx store.Tx) error {
+		got, err := tx.Unsynced(1)
+		if want := []store.UnsyncedSlice{a, b, c}; err != nil || !slices.Equal(sorted(got), want) {
+			return fmt.Errorf("Unsynced(1) = %+v, %v; want %+v", got, err, want)
+		}
+		if none, err := tx.Unsynced(3); err != nil || len(none) != 0 {
+			return fmt.Errorf("Unsynced of a session without records = %+v, %v", none, err)
+		}
+		return nil
+	})
+	update(t, st, func(tx store.Tx) error {
+		tx.SetUnsynced(1, store.UnsyncedSlice{Id: b.Id, Size: b.Size}, false) // the key alone forgets
+		tx.SetUnsynced(1, c, false)
+		tx.SetUnsynced(1, other, false) // another session's: nothing to forget here
+		return nil
+	})
+	view(t, st, func(tx store.Tx) error {
+		if got, err := tx.Unsynced(1); err != nil || !slices.Equal(got, []store.UnsyncedSlice{a}) {
+			return fmt.Errorf("Unsynced(1) after forgetting two = %+v, %v; want only %+v", got, err, a)
+		}
+		if got, err := tx.Unsynced(2); err != nil || !slices.Equal(got, []store.UnsyncedSlice{other}) {
+			return fmt.Errorf("Unsynced(2) = %+v, %v; want %+v (session 1's forget must not touch it)", got, err, other)
 		}
 		return nil
 	})
