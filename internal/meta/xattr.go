@@ -43,6 +43,11 @@ func (c *Client) unsupportedXattr(name string) bool {
 	return !(isACL(name) && c.format.EnableACL)
 }
 
+// XattrSupported reports whether the volume keeps extended attributes
+// named name at all: a request for any other name fails with EOPNOTSUPP
+// whatever the node, and changes nothing.
+func (c *Client) XattrSupported(name string) bool { return !c.unsupportedXattr(name) }
+
 // checkXattr applies the namespace rules of Linux to a request on n, for
 // a name its caller checked is in a namespace the volume keeps
 // (unsupportedXattr).

@@ -65,7 +65,9 @@ type Meta interface {
 	SetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.PosixLock, block bool) (*meta.Attr, error)
 	ReleaseLocks(ctx context.Context, ino meta.Ino, owner uint64) error
 
-	// Extended attributes.
+	// Extended attributes. XattrSupported tells, without the engine,
+	// whether the volume keeps a name at all.
+	XattrSupported(name string) bool
 	GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, error)
 	ListXattr(ctx context.Context, ino meta.Ino) ([]string, error)
 	SetXattr(ctx context.Context, ino meta.Ino, name string, value []byte, flags uint32) error

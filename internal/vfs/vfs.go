@@ -366,6 +366,9 @@ func (v *VFS) SetXattr(ctx context.Context, ino meta.Ino, name string, value []b
 	if ok, err := v.control(ctx, ino, name, value); ok {
 		return err
 	}
+	if !v.meta.XattrSupported(name) {
+		return syscall.EOPNOTSUPP // changes nothing: held changes stay held, known xattrs known
+	}
 	v.capsMayChange(ino, name)
 	if err := v.applyHeld(ctx, ino); err != nil {
 		return err
@@ -399,6 +402,9 @@ func (v *VFS) capsMayChange(ino meta.Ino, name string) {
 
 // RemoveXattr removes an extended attribute.
 func (v *VFS) RemoveXattr(ctx context.Context, ino meta.Ino, name string) error {
+	if !v.meta.XattrSupported(name) {
+		return syscall.EOPNOTSUPP
+	}
 	if err := v.applyHeld(ctx, ino); err != nil {
 		return err
 	}
