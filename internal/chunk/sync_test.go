@@ -93,7 +93,7 @@ func TestDeferredSyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := s.NewWriter(a.Ino, c)
-	data := bytes.Repeat([]byte("0123456789"), testBlockSize/5) // two blocks
+	data := bytes.Repeat([]byte("0123456789"), testBlockSize/5+3) // two full blocks and a short one
 	if err := w.Write(ctx, data, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +112,15 @@ func TestDeferredSyncs(t *testing.T) {
 	}
 	if got := unsynced(t, v.st); len(got) != 0 {
 		t.Fatalf("unsynced records after a round = %+v; want none", got)
+	}
+	if err := w.Write(ctx, data[:testBlockSize], 0); err != nil { // full blocks alone sync as they upload
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := unsynced(t, v.st); len(got) != 0 {
+		t.Fatalf("unsynced records after a slice of full blocks = %+v; want none", got)
 	}
 	if err := w.Write(ctx, data[:100], 0); err != nil {
 		t.Fatal(err)

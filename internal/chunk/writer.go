@@ -32,10 +32,12 @@ type FileWriter struct {
 	c   Committer
 	ino meta.Ino
 	bg  context.Context // outlives the request that started an upload
-	// put is bg, under object.DeferSync when the store defers syncs
-	// (sync.go); unsynced tells which.
+	// put is bg under object.DeferSync when the store defers syncs
+	// (sync.go), for a slice's short last block only: full blocks of a
+	// large file sync as they upload, beside the writes, rather than all
+	// at its fsync; a small file's one block skips its own sync.
 	put      context.Context
-	unsynced bool
+	deferred bool
 
 	mu struct {
 		sync.Mutex
@@ -79,8 +81,8 @@ type wslice struct {
 // NewWriter returns a writer for file ino that commits through c.
 func (s *Store) NewWriter(ino meta.Ino, c Committer) *FileWriter {
 	w := &FileWriter{s: s, c: c, ino: ino, bg: context.Background()}
-	w.put, w.unsynced = w.bg, s.syncs != nil
-	if w.unsynced {
+	w.put, w.deferred = w.bg, s.syncs != nil
+	if w.deferred {
 		w.put = object.DeferSync(w.bg)
 	}
 	w.mu.chunks = map[uint32][]*wslice{}
@@ -294,7 +296,11 @@ func (w *FileWriter) startUploads(ctx context.Context, sl *wslice, upto int) err
 		sl.uploads.Add(1)
 		go func() {
 			defer sl.uploads.Done()
-			if err := w.s.putBlock(w.put, sl.id, i, data); err != nil {
+			ctx := w.bg
+			if len(data) < w.s.conf.BlockSize {
+				ctx = w.put
+			}
+			if err := w.s.putBlock(ctx, sl.id, i, data); err != nil {
 				sl.errMu.Lock()
 				sl.err = errors.Join(sl.err, err)
 				sl.errMu.Unlock()
@@ -322,10 +328,11 @@ func (w *FileWriter) finishLocked(sl *wslice) {
 			sl.errMu.Unlock()
 		}
 		if err == nil {
-			_, err = w.c.Commit(w.bg, w.ino, sl.idx, meta.Slice{Pos: sl.pos, Id: sl.id, Size: sl.length, Len: sl.length}, w.unsynced)
+			unsynced := w.deferred && int(sl.length)%w.s.conf.BlockSize != 0 // a short last block
+			_, err = w.c.Commit(w.bg, w.ino, sl.idx, meta.Slice{Pos: sl.pos, Id: sl.id, Size: sl.length, Len: sl.length}, unsynced)
 			if err != nil {
 				err = fmt.Errorf("commit slice %d of inode %d: %w", sl.id, w.ino, err)
-			} else if w.unsynced {
+			} else if unsynced {
 				w.s.syncs.add(meta.UnsyncedSlice{Id: sl.id, Size: sl.length, Ino: w.ino, Idx: sl.idx})
 			}
 		}
