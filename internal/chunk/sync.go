@@ -17,7 +17,8 @@ import (
 // an fsync of its own, which costs a small file as much as the rest of
 // its close. When the bucket can defer that (object.Syncer) and blocks are
 // not staged (writeback stages them durably anyway), a FileWriter stores
-// blocks under object.DeferSync and commits their slices as unsynced: the
+// short blocks (defersSync) under object.DeferSync and commits their
+// slices as unsynced: the
 // commit records the slice for this session (meta.Client.WriteSliceAttr).
 // A background round syncs the bucket once for every slice committed
 // since the last round, then forgets their records. If the host crashes
@@ -63,6 +64,15 @@ func (s *Store) TrackSyncs(synced func(ctx context.Context, ss []meta.UnsyncedSl
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go s.syncLoop()
 	return true
+}
+
+// defersSync reports whether a writer stores a block of n bytes, or
+// commits a slice of n bytes, without a sync of its own: only a short
+// block (a slice's last; a small file's only one). Full blocks of a large
+// file sync as they upload, beside the writes, rather than all at its
+// fsync.
+func (s *Store) defersSync(n int) bool {
+	return s.syncs != nil && n%s.conf.BlockSize != 0
 }
 
 // add queues a slice just committed unsynced.

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/engine/mem"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/store/storetest"
 	"github.com/sluicefs/sluice/internal/object"
 	"github.com/sluicefs/sluice/internal/object/file"
 	"github.com/sluicefs/sluice/internal/object/prefix"
@@ -21,26 +22,8 @@ import (
 // unsynced returns every unsynced slice record of the volume.
 func unsynced(t *testing.T, st store.Store) []meta.UnsyncedSlice {
 	t.Helper()
-	var out []meta.UnsyncedSlice
-	err := st.View(context.Background(), func(tx store.Tx) error {
-		out = out[:0]
-		ss, err := tx.Sessions()
-		if err != nil {
-			return err
-		}
-		for _, s := range ss {
-			us, err := tx.Unsynced(s.Sid)
-			if err != nil {
-				return err
-			}
-			out = append(out, us...)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	_, recs := storetest.Unsynced(t, st)
+	return recs
 }
 
 // syncVolume is a volume on a local-directory bucket, behind a decorator

@@ -32,12 +32,6 @@ type FileWriter struct {
 	c   Committer
 	ino meta.Ino
 	bg  context.Context // outlives the request that started an upload
-	// put is bg under object.DeferSync when the store defers syncs
-	// (sync.go), for a slice's short last block only: full blocks of a
-	// large file sync as they upload, beside the writes, rather than all
-	// at its fsync; a small file's one block skips its own sync.
-	put      context.Context
-	deferred bool
 
 	mu struct {
 		sync.Mutex
@@ -81,10 +75,6 @@ type wslice struct {
 // NewWriter returns a writer for file ino that commits through c.
 func (s *Store) NewWriter(ino meta.Ino, c Committer) *FileWriter {
 	w := &FileWriter{s: s, c: c, ino: ino, bg: context.Background()}
-	w.put, w.deferred = w.bg, s.syncs != nil
-	if w.deferred {
-		w.put = object.DeferSync(w.bg)
-	}
 	w.mu.chunks = map[uint32][]*wslice{}
 	return w
 }
@@ -297,8 +287,8 @@ func (w *FileWriter) startUploads(ctx context.Context, sl *wslice, upto int) err
 		go func() {
 			defer sl.uploads.Done()
 			ctx := w.bg
-			if len(data) < w.s.conf.BlockSize {
-				ctx = w.put
+			if w.s.defersSync(len(data)) {
+				ctx = object.DeferSync(ctx)
 			}
 			if err := w.s.putBlock(ctx, sl.id, i, data); err != nil {
 				sl.errMu.Lock()
@@ -328,7 +318,7 @@ func (w *FileWriter) finishLocked(sl *wslice) {
 			sl.errMu.Unlock()
 		}
 		if err == nil {
-			unsynced := w.deferred && int(sl.length)%w.s.conf.BlockSize != 0 // a short last block
+			unsynced := w.s.defersSync(int(sl.length)) // its short last block did
 			_, err = w.c.Commit(w.bg, w.ino, sl.idx, meta.Slice{Pos: sl.pos, Id: sl.id, Size: sl.length, Len: sl.length}, unsynced)
 			if err != nil {
 				err = fmt.Errorf("commit slice %d of inode %d: %w", sl.id, w.ino, err)

@@ -152,6 +152,36 @@ func (v *volume) mount(t *testing.T, args ...string) {
 	v.mountAt(t, v.mnt, args...)
 }
 
+// mountForeground mounts the volume in a foreground process of its own,
+// for tests that kill or signal it, and waits until it is mounted. out
+// collects the process's output and done reports its end; the end of the
+// test kills it and unmounts what it left.
+func (v *volume) mountForeground(t *testing.T, args ...string) (cmd *exec.Cmd, out *bytes.Buffer, done <-chan error) {
+	t.Helper()
+	cmd = exec.Command(sluiceBin, append([]string{"mount", v.metaURL, v.mnt}, args...)...)
+	out = new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if mounted(v.mnt) {
+			sluice(t, "umount", "--force", v.mnt)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for !mounted(v.mnt) {
+		if time.Now().After(deadline) {
+			t.Fatalf("mount not ready; output:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd, out, ended
+}
+
 // mountAt mounts the volume at another mount point, in another process.
 func (v *volume) mountAt(t *testing.T, mnt string, args ...string) {
 	t.Helper()

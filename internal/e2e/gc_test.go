@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -198,27 +197,7 @@ func TestCompactOffline(t *testing.T) {
 // deletes the blocks uploaded for slices never committed.
 func TestKilledMountLeavesConsistentVolume(t *testing.T) {
 	v := newVolume(t)
-	cmd := exec.Command(sluiceBin, "mount", v.metaURL, v.mnt, "--cache-dir", filepath.Join(v.dir, "cache"))
-	var mlog bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &mlog, &mlog
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		if mounted(v.mnt) {
-			sluice(t, "umount", "--force", v.mnt)
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for !mounted(v.mnt) {
-		if time.Now().After(deadline) {
-			t.Fatalf("mount not ready; output:\n%s", mlog.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, _, done := v.mountForeground(t, "--cache-dir", filepath.Join(v.dir, "cache"))
 	write(t, v.path("before"), randomData(5<<20, 3))
 
 	// Writers keep writing large files until the mount dies under them.

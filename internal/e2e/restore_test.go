@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlite"
 	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/store/storetest"
 )
 
 // TestRestoreAfterHostCrash kills a mount right after it closed three
@@ -64,27 +64,12 @@ func TestRestoreAfterHostCrash(t *testing.T) {
 	defer st.Close()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var sessions, left int
-		err := st.View(ctx, func(tx store.Tx) error {
-			ss, err := tx.Sessions()
-			sessions, left = len(ss), 0
-			for _, s := range ss {
-				us, err := tx.Unsynced(s.Sid)
-				if err != nil {
-					return err
-				}
-				left += len(us)
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sessions == 1 && left == 0 {
+		sessions, left := storetest.Unsynced(t, st)
+		if sessions == 1 && len(left) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the dead session was not cleaned up: %d sessions, %d unsynced records; log:\n%s", sessions, left, readFile(t, v.log))
+			t.Fatalf("the dead session was not cleaned up: %d sessions, %d unsynced records; log:\n%s", sessions, len(left), readFile(t, v.log))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -112,30 +97,7 @@ func TestRestoreAfterHostCrash(t *testing.T) {
 // or nil when a sync round came first.
 func crashAfterWrites(t *testing.T, v *volume, dbPath, dir string, content map[string][]byte) map[string]store.UnsyncedSlice {
 	t.Helper()
-	cmd := exec.Command(sluiceBin, "mount", v.metaURL, v.mnt, "--heartbeat", "0.2",
-		"--cache-dir", filepath.Join(v.dir, "cache-crash"))
-	var mlog bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &mlog, &mlog
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-		if mounted(v.mnt) {
-			sluice(t, "umount", "--force", v.mnt)
-		}
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !mounted(v.mnt) {
-		if time.Now().After(deadline) {
-			t.Fatalf("mount not ready; output:\n%s", mlog.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, _, done := v.mountForeground(t, "--heartbeat", "0.2", "--cache-dir", filepath.Join(v.dir, "cache-crash"))
 	if err := os.Mkdir(v.path(dir), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -152,8 +114,7 @@ func crashAfterWrites(t *testing.T, v *volume, dbPath, dir string, content map[s
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
-	killed = true
+	<-done
 	sluice(t, "umount", "--force", v.mnt)
 
 	st, err := sqlite.Open(context.Background(), dbPath, false)
@@ -162,26 +123,11 @@ func crashAfterWrites(t *testing.T, v *volume, dbPath, dir string, content map[s
 	}
 	defer st.Close()
 	recs := map[string]store.UnsyncedSlice{}
-	err = st.View(context.Background(), func(tx store.Tx) error {
-		ss, err := tx.Sessions()
-		if err != nil {
-			return err
+	_, all := storetest.Unsynced(t, st)
+	for _, u := range all {
+		if name, ok := inos[u.Ino]; ok {
+			recs[name] = u
 		}
-		for _, s := range ss {
-			us, err := tx.Unsynced(s.Sid)
-			if err != nil {
-				return err
-			}
-			for _, u := range us {
-				if name, ok := inos[u.Ino]; ok {
-					recs[name] = u
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(recs) != len(content) {
 		t.Logf("%d of %d files still unsynced at the kill: a sync round came first", len(recs), len(content))

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,22 +16,7 @@ func TestForegroundMountStopsOnSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			v := newVolume(t)
-			cmd := exec.Command(sluiceBin, "mount", v.metaURL, v.mnt, "--cache-dir", filepath.Join(v.dir, "cache"))
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			deadline := time.Now().Add(20 * time.Second)
-			for !mounted(v.mnt) {
-				if time.Now().After(deadline) {
-					cmd.Process.Kill()
-					t.Fatalf("mount not ready; output:\n%s", out.String())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			cmd, out, done := v.mountForeground(t, "--cache-dir", filepath.Join(v.dir, "cache"))
 			write(t, v.path("f"), []byte("kept"))
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -143,28 +144,33 @@ func (c *Client) restoreUnsynced(ctx context.Context, sid uint64) ([]UnsyncedSli
 	if c.conf.RestoreSlice == nil {
 		return nil, errCannotRestore
 	}
-	for _, u := range unsynced {
-		var held bool
-		err := c.st.View(ctx, func(tx store.Tx) error {
-			held = false
-			ss, err := tx.Chunk(u.Ino, u.Idx)
-			if err != nil {
-				return err
-			}
-			for _, s := range ss {
-				if s.Id == u.Id && s.Size == u.Size {
-					held = true
-					return nil
-				}
-			}
-			extra, err := tx.SliceRef(u.Id, u.Size)
-			held = extra > 0 // a copy of the file holds it still
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("session %d: unsynced slice %d: %w", sid, u.Id, err)
+	held := make([]bool, len(unsynced))
+	err = c.st.View(ctx, func(tx store.Tx) error {
+		keys := make([]store.ChunkKey, len(unsynced))
+		for i, u := range unsynced {
+			keys[i] = store.ChunkKey{Ino: u.Ino, Idx: u.Idx}
 		}
-		if !held {
+		lists, err := store.ReadChunks(tx, keys)
+		if err != nil {
+			return err
+		}
+		for i, u := range unsynced {
+			held[i] = slices.ContainsFunc(lists[i], func(s Slice) bool { return s.Id == u.Id && s.Size == u.Size })
+			if !held[i] {
+				extra, err := tx.SliceRef(u.Id, u.Size)
+				if err != nil {
+					return err
+				}
+				held[i] = extra > 0 // a copy of the file holds it still
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session %d: unsynced slices: %w", sid, err)
+	}
+	for i, u := range unsynced {
+		if !held[i] {
 			continue // overwritten, compacted or deleted since
 		}
 		lost, err := c.conf.RestoreSlice(ctx, u.Id, u.Size)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -95,3 +96,28 @@ func describe(r store.InodeRecord) string {
 }
 
 func cmpU(a, b uint64) int { return cmp.Compare(a, b) }
+
+// Unsynced returns how many sessions st's volume has and the unsynced
+// slice records of all of them, for tests of deferred syncs.
+func Unsynced(t testing.TB, st store.Store) (sessions int, recs []store.UnsyncedSlice) {
+	t.Helper()
+	err := st.View(context.Background(), func(tx store.Tx) error {
+		ss, err := tx.Sessions()
+		if err != nil {
+			return err
+		}
+		sessions, recs = len(ss), nil
+		for _, s := range ss {
+			us, err := tx.Unsynced(s.Sid)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, us...)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("list unsynced slices: %v", err)
+	}
+	return sessions, recs
+}
