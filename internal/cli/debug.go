@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,24 +28,15 @@ func servePprof(addr string, log *slog.Logger) error {
 	return nil
 }
 
-// serveMetrics serves the metrics of a mount at addr/metrics in the
-// Prometheus text format, in the background: each of the writers writes
-// its families in turn (object storage, compaction and deletion).
-func serveMetrics(addr string, log *slog.Logger, writers ...func(io.Writer) error) error {
+// serveMetrics serves a mount's metrics at http://addr/metrics in the
+// background.
+func serveMetrics(addr string, log *slog.Logger, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		for _, write := range writers {
-			if err := write(w); err != nil {
-				log.Warn("metrics: write", "err", err)
-				return
-			}
-		}
-	})
+	mux.Handle("/metrics", h)
 	go func() {
 		if err := http.Serve(ln, mux); err != nil {
 			log.Warn("metrics server stopped", "err", err)

@@ -55,6 +55,9 @@ type mountOptions struct {
 	partialOnly   bool
 	writeback     bool
 	metrics       string
+	hideInternal  bool
+	flags         map[string]string // every flag's value, for .config
+	metaURL       string            // with its password hidden, for .config
 	getTimeout    time.Duration
 	putTimeout    time.Duration
 	backupMeta    time.Duration
@@ -131,6 +134,8 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 			if o.background && os.Getenv(readyFdEnv) == "" {
 				return daemonize(cmd.OutOrStdout(), args[1], o.logFile)
 			}
+			o.flags = flagValues(cmd)
+			o.metaURL = redactURL(args[0])
 			return runMount(args[0], args[1], &o)
 		},
 	}
@@ -155,7 +160,8 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	fl.Float64Var(&o.freeRatio, "free-space-ratio", o.freeRatio, "share of each cache directory's disk kept free: below it cached blocks are evicted")
 	fl.BoolVar(&o.partialOnly, "cache-partial-only", false, "do not cache the blocks this mount writes (never cached on file storage, which is local already)")
 	fl.BoolVar(&o.writeback, "writeback", false, "acknowledge writes once their blocks are staged durably in the cache directory, and upload in the background (see `sluice umount --flush`)")
-	fl.StringVar(&o.metrics, "metrics", "", "serve object storage metrics in the Prometheus format at this address (e.g. 127.0.0.1:9567)")
+	fl.StringVar(&o.metrics, "metrics", "", "serve the mount's metrics (FUSE, metadata and object storage latency, caches, buffers, usage, CPU and memory) for Prometheus at http://ADDR/metrics (e.g. 127.0.0.1:9567); the file .stats at the mount's root shows the same")
+	fl.BoolVar(&o.hideInternal, "hide-internal", false, "leave the internal files (.accesslog, .stats, .config, .control) out of listings of the root; they can still be opened by name")
 	fl.StringVar(&o.logFile, "log", defaultLogFile(), "log file of a background mount")
 	fl.StringVar(&o.atimeMode, "atime-mode", meta.AtimeNone, "when reads update access times: noatime (never), relatime (as Linux's relatime), strictatime (every open file's first read, every listing)")
 	fl.Var(secondsValue{&o.metaTimeout}, "meta-timeout", "longest a metadata operation may wait for the metadata engine, retries included, before it fails with EIO (seconds or a duration; 0: wait for ever)")
@@ -280,11 +286,12 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	}()
 	f := vol.Format()
 	if o.metrics != "" {
-		if err := serveMetrics(o.metrics, log, vol.Metrics().WriteText, vol.WriteDataMetrics); err != nil {
+		if err := serveMetrics(o.metrics, log, vol.Telemetry().Handler()); err != nil {
 			return err
 		}
 	}
-	srv, err := fuse.Mount(vol.VFS(), mp, fuse.Options{FsName: "sluice:" + f.Name, KernelReadahead: kernelReadahead, ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL}, log)
+	srv, err := fuse.Mount(vol.VFS(), mp, fuse.Options{FsName: "sluice:" + f.Name, KernelReadahead: kernelReadahead,
+		ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL, Metrics: vol.Telemetry()}, log)
 	if err != nil {
 		return err
 	}
@@ -382,7 +389,8 @@ func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options
 		SessionInfo:  meta.SessionInfo{MountPoint: mp, Version: Version},
 	}
 	opts.VFS = vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache,
-		DirEntryTimeout: o.dirEntryCache, NegEntryTimeout: o.negEntryCache}
+		DirEntryTimeout: o.dirEntryCache, NegEntryTimeout: o.negEntryCache,
+		HideInternal: o.hideInternal, Settings: mountSettings{MetaURL: o.metaURL, MountPoint: mp, Version: Version, PID: os.Getpid(), Flags: o.flags}}
 	return opts
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +14,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
-	"github.com/sluicefs/sluice/internal/vfs"
+	"github.com/sluicefs/sluice/internal/control"
+	"github.com/sluicefs/sluice/internal/meta"
 )
 
 func newUmount() *cobra.Command {
@@ -36,7 +37,7 @@ uploaded before unmounting.`,
 		Args: exactArgs(1, "MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if flush {
-				if err := flushStaged(cmd.ErrOrStderr(), args[0]); err != nil {
+				if err := flushStaged(cmd.Context(), cmd.ErrOrStderr(), args[0]); err != nil {
 					return err
 				}
 			}
@@ -49,8 +50,8 @@ uploaded before unmounting.`,
 }
 
 // flushStaged asks the mount at mp to upload its staged blocks and waits
-// until it has, through the mount's control attribute.
-func flushStaged(log io.Writer, mp string) error {
+// until it has, through the mount's control channel.
+func flushStaged(ctx context.Context, log io.Writer, mp string) error {
 	abs, err := filepath.Abs(mp)
 	if err != nil {
 		return err
@@ -59,7 +60,7 @@ func flushStaged(log io.Writer, mp string) error {
 		return fmt.Errorf("%s is not mounted", abs)
 	}
 	fmt.Fprintf(log, "Uploading the blocks staged by %s ...\n", abs)
-	if err := unix.Setxattr(abs, vfs.ControlPrefix+"flush", []byte("1"), 0); err != nil {
+	if _, err := control.Call(ctx, abs, control.Request{Op: "flush", Ino: meta.RootIno}, nil); err != nil {
 		if errors.Is(err, syscall.EPERM) {
 			return fmt.Errorf("--flush %s: only root can ask a mount to flush", abs)
 		}

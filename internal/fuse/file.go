@@ -23,6 +23,9 @@ func (fs *fileSystem) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name s
 	}
 	fs.fillEntry(a, &out.EntryOut)
 	out.Fh = fh
+	if fs.v.DirectIO(fh) {
+		out.OpenFlags |= gofuse.FOPEN_DIRECT_IO
+	}
 	return gofuse.OK
 }
 
@@ -37,7 +40,10 @@ func (fs *fileSystem) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofus
 		return fs.status("open", err)
 	}
 	out.Fh = fh
-	if fs.v.KeepCache(fh) {
+	switch {
+	case fs.v.DirectIO(fh):
+		out.OpenFlags |= gofuse.FOPEN_DIRECT_IO
+	case fs.v.KeepCache(fh):
 		out.OpenFlags |= gofuse.FOPEN_KEEP_CACHE
 	}
 	return gofuse.OK

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/telemetry"
 	"github.com/sluicefs/sluice/internal/vfs"
 )
 
@@ -33,6 +34,8 @@ type Options struct {
 	// in bytes (0 keeps the kernel's default, 128 KiB). Setting it needs
 	// root; failing to is logged, not fatal.
 	KernelReadahead int
+	// Metrics, when set, receives the latency of every request.
+	Metrics *telemetry.Mount
 }
 
 // Server is a running mount.
@@ -80,7 +83,7 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
-	srv, err := gofuse.NewServer(fs, mountPoint, mo)
+	srv, err := gofuse.NewServer(observe(fs, opts.Metrics, v.AccessLog()), mountPoint, mo)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
 	}

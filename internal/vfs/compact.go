@@ -3,9 +3,11 @@ package vfs
 import (
 	"context"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluicefs/sluice/internal/compact"
+	"github.com/sluicefs/sluice/internal/control"
 	"github.com/sluicefs/sluice/internal/meta"
 )
 
@@ -208,15 +210,19 @@ func (v *VFS) CompactionStats() CompactionStats {
 	return out
 }
 
-// compactTree is the "compact" control: it compacts every chunk of the
-// file or directory tree at ino now.
-func (v *VFS) compactTree(ctx context.Context, ino meta.Ino, _ []byte) error {
-	if v.compact == nil {
-		return nil
+// compactTree is the "compact" control (root only): it compacts every
+// chunk of the file or directory tree at req.Ino now, and returns what
+// it did (compact.Stats).
+func (v *VFS) compactTree(ctx context.Context, req control.Request, progress func(any)) (any, error) {
+	if !meta.CredOf(ctx).IsRoot() {
+		return nil, syscall.EPERM
 	}
-	_, err := v.compact.c.Tree(ctx, ino)
+	if v.compact == nil {
+		return compact.Stats{}, nil
+	}
+	stats, err := v.compact.c.Tree(ctx, req.Ino)
 	v.forgetAllSlices()
-	return err
+	return stats, err
 }
 
 // forgetSlices drops the slice lists the open file ino cached, after its

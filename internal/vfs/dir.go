@@ -36,6 +36,10 @@ type dirStream struct {
 	plus   bool         // page carries attributes
 	eof    bool         // page is the last one
 	loaded bool
+	// internal are the entries of the internal files, which end the
+	// listing of the root unless hidden.
+	internal []meta.Entry
+	real     int // entries of page from the engine; the internal files follow
 }
 
 // OpenDir opens directory ino for listing.
@@ -46,7 +50,11 @@ func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
 		// looks the path up again (see Open).
 		return 0, v.staleIfGone(ctx, ino, err)
 	}
-	return v.addHandle(&handle{ino: ino, dir: &dirStream{ino: ino, parent: a.Parent, base: 2}}), nil
+	d := &dirStream{ino: ino, parent: a.Parent, base: 2}
+	if ino == meta.RootIno && !v.conf.HideInternal {
+		d.internal = v.internalEntries()
+	}
+	return v.addHandle(&handle{ino: ino, dir: d}), nil
 }
 
 // ReleaseDir closes a directory handle.
@@ -99,7 +107,7 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 			if err := d.fetch(ctx, v.meta, d.base, d.after, plus); err != nil {
 				return err
 			}
-		case plus && !d.plus && off < d.base+uint64(len(d.page)):
+		case plus && !d.plus && off < d.base+uint64(d.real):
 			// The kernel switched to READDIRPLUS within the page. Read
 			// the rest of it again, with attributes, from the entry at
 			// off: entries added or removed before that one since the
@@ -147,5 +155,18 @@ func (d *dirStream) fetch(ctx context.Context, m Meta, base uint64, after []byte
 	}
 	d.base, d.page, d.after, d.plus, d.loaded = base, es, after, plus, true
 	d.eof = len(es) < dirPage
+	d.real = len(es)
+	if d.eof && d.internal != nil {
+		// The internal files end the root's listing; entries of the
+		// same names are shadowed.
+		page := es[:0:0]
+		for _, e := range es {
+			if internalByName(meta.RootIno, e.Name) == nil {
+				page = append(page, e)
+			}
+		}
+		d.real = len(page)
+		d.page = append(page, d.internal...)
+	}
 	return nil
 }

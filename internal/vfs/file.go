@@ -347,6 +347,12 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 
 // Create makes and opens a regular file.
 func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, umask uint16, flags uint32) (*meta.Attr, uint64, error) {
+	if f := internalByName(parent, name); f != nil {
+		if flags&syscall.O_EXCL != 0 {
+			return nil, 0, syscall.EEXIST
+		}
+		return v.openInternal(ctx, f, flags)
+	}
 	a, err := v.meta.Mknod(ctx, parent, name, meta.NewNode{Type: store.TypeFile, Mode: mode, Umask: umask})
 	if meta.Errno(err) == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		// The kernel believed the name missing (another mount created it
@@ -402,6 +408,9 @@ func (v *VFS) openExisting(ctx context.Context, parent meta.Ino, name []byte, fl
 // a new lookup (a file opened in the trash, or through /proc/PID/fd) goes
 // through.
 func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr, uint64, error) {
+	if f := internalByIno(ino); f != nil {
+		return v.openInternal(ctx, f, flags)
+	}
 	a, err := v.meta.Open(ctx, ino, flags)
 	if err != nil {
 		return nil, 0, v.staleIfGone(ctx, ino, err)
@@ -457,6 +466,14 @@ func (v *VFS) KeepCache(fh uint64) bool {
 	return err == nil && h.keep
 }
 
+// DirectIO reports whether the kernel must send every read and write of
+// the file fh opened here, bypassing its page cache: so it must for the
+// internal files, whose content is made as it is read.
+func (v *VFS) DirectIO(fh uint64) bool {
+	h, err := v.handle(fh)
+	return err == nil && h.internal != nil
+}
+
 // readRetries bounds how often a read whose block is gone reads the slice
 // lists again. Each retry reads them from the engine; a block still
 // missing from a list just read is lost, not moved.
@@ -468,6 +485,9 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, e
 	h, err := v.handle(fh)
 	if err != nil {
 		return 0, err
+	}
+	if h.internal != nil {
+		return h.internal.read(ctx, off, p)
 	}
 	if h.file == nil {
 		return 0, syscall.EBADF
@@ -509,6 +529,9 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 	h, err := v.handle(fh)
 	if err != nil {
 		return err
+	}
+	if h.internal != nil {
+		return h.internal.write(ctx, data)
 	}
 	if h.file == nil || h.flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		return syscall.EBADF
@@ -575,7 +598,7 @@ func (v *VFS) KillSetID(ctx context.Context, fh uint64) error {
 // goes on in the background, and never keeps the locks.
 func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 	h, err := v.handle(fh)
-	if err != nil {
+	if err != nil || h.internal != nil {
 		return err
 	}
 	// Commit before the locks go, so that the next holder reads it.
@@ -617,6 +640,10 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 	v.mu.Unlock()
 	if !ok {
 		return syscall.EBADF
+	}
+	if h.internal != nil {
+		v.releaseInternal(h.internal)
+		return nil
 	}
 	var err error
 	if f := h.file; f != nil {

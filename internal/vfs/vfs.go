@@ -32,6 +32,7 @@ package vfs
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -55,10 +56,20 @@ type Config struct {
 	// not exist. A name another mount creates stays hidden from this one
 	// for that long, so it is 0 unless asked for.
 	NegEntryTimeout time.Duration
-	// Controls are the actions root may ask of the mount by setting
-	// extended attributes named ControlPrefix+name (see Control). The
-	// "compact" control is added when Compactor is set.
+	// Controls are the operations of the control channel (the internal
+	// file .control, package control), by name. The "compact" control is
+	// added when Compactor is set.
 	Controls map[string]Control
+	// HideInternal keeps the internal files (.control, .accesslog,
+	// .stats, .config) out of listings of the root; they can still be
+	// opened by name.
+	HideInternal bool
+	// Stats writes the mount's metrics, in the Prometheus text format,
+	// for .stats; nil shows nothing.
+	Stats func(w io.Writer) error
+	// Settings is the running configuration .config shows as JSON;
+	// secrets must be hidden already.
+	Settings any
 	// Compactor, when set, compacts the chunks this mount fragments, in
 	// the background, and serves the "compact" control.
 	Compactor *compact.Compactor
@@ -75,6 +86,9 @@ type VFS struct {
 
 	compact *compactor // nil without conf.Compactor
 	stop    context.CancelFunc
+
+	started   time.Time // the times of the internal files
+	accessLog AccessLog
 
 	view     *kernelView // what the kernel may cache
 	stale    staleInodes
@@ -97,12 +111,14 @@ type handle struct {
 	read  atomic.Bool // the first read recorded the access time
 	file  *openFile   // regular files
 	dir   *dirStream  // directories
+
+	internal *internalHandle // internal files
 }
 
 // New returns a VFS over a metadata service (a *meta.Client, or another
 // implementation of Meta) and a chunk store.
 func New(m Meta, s *chunk.Store, conf Config) *VFS {
-	v := &VFS{meta: m, data: s, conf: conf,
+	v := &VFS{meta: m, data: s, conf: conf, started: time.Now(),
 		view: newKernelView(conf.AttrTimeout, conf.EntryTimeout, conf.DirEntryTimeout, conf.NegEntryTimeout)}
 	v.mu.handles = map[uint64]*handle{}
 	v.mu.files = map[meta.Ino]*openFile{}
@@ -123,6 +139,10 @@ func New(m Meta, s *chunk.Store, conf Config) *VFS {
 // Config returns the configuration the VFS runs with (with the controls
 // New added).
 func (v *VFS) Config() Config { return v.conf }
+
+// AccessLog returns the access log of the mount, which the access path
+// writes one line per operation to while anybody reads .accesslog.
+func (v *VFS) AccessLog() *AccessLog { return &v.accessLog }
 
 // log returns the logger of background events.
 func (v *VFS) log() *slog.Logger {
@@ -172,6 +192,9 @@ func (v *VFS) withPending(a *meta.Attr) *meta.Attr {
 // Lookup finds name in parent. The access path caches the answer, found
 // or missing, as Config says.
 func (v *VFS) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error) {
+	if f := internalByName(parent, name); f != nil {
+		return f.attr(v.started), nil
+	}
 	a, err := v.meta.Lookup(ctx, parent, name)
 	switch {
 	case err == nil:
@@ -192,6 +215,9 @@ func (v *VFS) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.A
 // Open). A file that still exists answers, even unlinked or in the trash:
 // Linux asks the same way for fstat(2) of an open file, which must work.
 func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
+	if f := internalByIno(ino); f != nil {
+		return f.attr(v.started), nil
+	}
 	a, err := v.meta.GetAttr(ctx, ino)
 	if err != nil {
 		return nil, v.staleIfGone(ctx, ino, err)
@@ -230,6 +256,14 @@ func (v *VFS) staleIfGone(ctx context.Context, ino meta.Ino, err error) error {
 // writes, as they see the writes. Any other change first applies what
 // was held.
 func (v *VFS) SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.Attr) (*meta.Attr, error) {
+	if f := internalByIno(ino); f != nil {
+		// A truncation is what a shell's > does before writing a
+		// control request: there is nothing to truncate.
+		if mask&^(meta.SetSize|meta.SetViaHandle|meta.SetKillSetID) != 0 {
+			return nil, syscall.EPERM
+		}
+		return f.attr(v.started), nil
+	}
 	f := v.fileOf(ino)
 	if f != nil {
 		if a, ok := f.hold(ctx, mask, in); ok {
@@ -260,6 +294,9 @@ func (v *VFS) SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.A
 // Mknod creates a node of any type but regular files opened at once
 // (see Create).
 func (v *VFS) Mknod(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error) {
+	if internalByName(parent, name) != nil {
+		return nil, syscall.EEXIST
+	}
 	a, err := v.meta.Mknod(ctx, parent, name, nn)
 	if err == nil {
 		v.view.entry(parent, name, a)
@@ -269,6 +306,12 @@ func (v *VFS) Mknod(ctx context.Context, parent meta.Ino, name []byte, nn meta.N
 
 // Link adds a name for ino.
 func (v *VFS) Link(ctx context.Context, ino, parent meta.Ino, name []byte) (*meta.Attr, error) {
+	if IsInternal(ino) {
+		return nil, syscall.EPERM
+	}
+	if internalByName(parent, name) != nil {
+		return nil, syscall.EEXIST
+	}
 	a, err := v.meta.Link(ctx, ino, parent, name)
 	if err == nil {
 		v.view.entry(parent, name, a)
@@ -278,16 +321,25 @@ func (v *VFS) Link(ctx context.Context, ino, parent meta.Ino, name []byte) (*met
 
 // Unlink removes a non-directory entry.
 func (v *VFS) Unlink(ctx context.Context, parent meta.Ino, name []byte) error {
+	if internalByName(parent, name) != nil {
+		return syscall.EPERM
+	}
 	return v.meta.Unlink(ctx, parent, name)
 }
 
 // Rmdir removes an empty directory.
 func (v *VFS) Rmdir(ctx context.Context, parent meta.Ino, name []byte) error {
+	if internalByName(parent, name) != nil {
+		return syscall.ENOTDIR
+	}
 	return v.meta.Rmdir(ctx, parent, name)
 }
 
 // Rename moves an entry; flags are meta.RenameNoReplace or RenameExchange.
 func (v *VFS) Rename(ctx context.Context, sp meta.Ino, sn []byte, dp meta.Ino, dn []byte, flags uint32) error {
+	if internalByName(sp, sn) != nil || internalByName(dp, dn) != nil {
+		return syscall.EPERM
+	}
 	return v.meta.Rename(ctx, sp, sn, dp, dn, flags)
 }
 
@@ -299,6 +351,12 @@ func (v *VFS) ReadLink(ctx context.Context, ino meta.Ino) ([]byte, error) {
 
 // Access checks access(2) permissions.
 func (v *VFS) Access(ctx context.Context, ino meta.Ino, mask uint32) error {
+	if f := internalByIno(ino); f != nil {
+		if meta.CredOf(ctx).IsRoot() || f.mode&uint16(mask) == uint16(mask) {
+			return nil
+		}
+		return syscall.EACCES
+	}
 	return v.staleIfGone(ctx, ino, v.meta.Access(ctx, ino, mask))
 }
 
@@ -314,6 +372,9 @@ const xattrCaps = "security.capability"
 // GetXattr returns an extended attribute. The capabilities of an open
 // file known to have none are answered without the engine.
 func (v *VFS) GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, error) {
+	if IsInternal(ino) {
+		return nil, syscall.ENODATA
+	}
 	f := v.fileOf(ino)
 	var gen uint64
 	if name == xattrCaps && f != nil {
@@ -339,6 +400,9 @@ func (v *VFS) GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, 
 // ListXattr lists extended attribute names; an open file known to have
 // none answers without the engine.
 func (v *VFS) ListXattr(ctx context.Context, ino meta.Ino) ([]string, error) {
+	if IsInternal(ino) {
+		return nil, nil
+	}
 	f := v.fileOf(ino)
 	var gen uint64
 	if f != nil {
@@ -363,8 +427,8 @@ func (v *VFS) ListXattr(ctx context.Context, ino meta.Ino) ([]string, error) {
 
 // SetXattr sets an extended attribute.
 func (v *VFS) SetXattr(ctx context.Context, ino meta.Ino, name string, value []byte, flags uint32) error {
-	if ok, err := v.control(ctx, ino, name, value); ok {
-		return err
+	if IsInternal(ino) {
+		return syscall.EPERM
 	}
 	if !v.meta.XattrSupported(name) {
 		return syscall.EOPNOTSUPP // changes nothing: held changes stay held, known xattrs known
@@ -402,6 +466,9 @@ func (v *VFS) capsMayChange(ino meta.Ino, name string) {
 
 // RemoveXattr removes an extended attribute.
 func (v *VFS) RemoveXattr(ctx context.Context, ino meta.Ino, name string) error {
+	if IsInternal(ino) {
+		return syscall.EPERM
+	}
 	if !v.meta.XattrSupported(name) {
 		return syscall.EOPNOTSUPP
 	}

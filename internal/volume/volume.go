@@ -29,10 +29,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/compact"
+	"github.com/sluicefs/sluice/internal/control"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -44,6 +47,7 @@ import (
 	"github.com/sluicefs/sluice/internal/object/metrics"
 	"github.com/sluicefs/sluice/internal/object/prefix"
 	"github.com/sluicefs/sluice/internal/object/retry"
+	"github.com/sluicefs/sluice/internal/telemetry"
 	"github.com/sluicefs/sluice/internal/vfs"
 )
 
@@ -59,6 +63,11 @@ type Volume struct {
 	chunks  *chunk.Store
 	client  *meta.Client
 	fs      *vfs.VFS
+
+	telemetry *telemetry.Mount // Level FileSystem
+	usageMu   sync.Mutex
+	usageAt   time.Time
+	usageLast usageFigures
 }
 
 // Open opens the volume whose metadata lives at metaURL, up to
@@ -76,6 +85,10 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	}()
 	if err := v.openMeta(ctx, metaURL, opts.OpenTimeout); err != nil {
 		return v, err
+	}
+	if opts.Level >= FileSystem {
+		v.telemetry = telemetry.New()
+		v.st = v.telemetry.WrapStore(v.st)
 	}
 	v.st = meta.Bound(v.st, opts.TxTimeout)
 	if opts.Level < Data {
@@ -108,7 +121,12 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	if opts.Level < FileSystem {
 		return v, nil
 	}
-	v.fs = vfs.New(v.client, v.chunks, vfsConfig(v.chunks, v.client, &opts))
+	vc := vfsConfig(v.chunks, v.client, &opts)
+	vc.Stats = v.telemetry.WriteText
+	v.fs = vfs.New(v.client, v.chunks, vc)
+	if err := v.registerMetrics(); err != nil {
+		return v, fmt.Errorf("register metrics: %w", err)
+	}
 	return v, nil
 }
 
@@ -154,7 +172,12 @@ func vfsConfig(cs *chunk.Store, mc *meta.Client, opts *Options) vfs.Config {
 		c.Logger = opts.logger()
 	}
 	controls := map[string]vfs.Control{
-		"flush": func(ctx context.Context, _ meta.Ino, _ []byte) error { return cs.FlushStaged(ctx) },
+		"flush": func(ctx context.Context, _ control.Request, _ func(any)) (any, error) {
+			if !meta.CredOf(ctx).IsRoot() {
+				return nil, syscall.EPERM
+			}
+			return struct{}{}, cs.FlushStaged(ctx)
+		},
 	}
 	for name, fn := range c.Controls {
 		controls[name] = fn

@@ -1,8 +1,9 @@
 // Package metrics provides a Store decorator that counts the calls to the
 // Store it wraps: per operation the number of calls, failed calls, bytes
 // moved and latency (a sum and a fixed-bucket histogram). Snapshot returns
-// the figures as a plain struct and WriteText writes them in the
-// Prometheus text exposition format. Counting is lock-free and safe for
+// the figures as a plain struct; a Store is also a Prometheus collector
+// of them (Collect), and WriteText writes them in the Prometheus text
+// format through the Prometheus client library. Counting is lock-free and safe for
 // concurrent use.
 //
 // The latency of Get is the time until Get returns, that is until the

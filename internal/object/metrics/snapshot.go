@@ -1,11 +1,12 @@
 package metrics
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 )
 
 // OpStats are the figures of one operation.
@@ -55,50 +56,74 @@ func (s *Store) WriteText(w io.Writer) error {
 	return snap.WriteText(w)
 }
 
-// WriteText writes s to w in the Prometheus text exposition format (version
-// 0.0.4), as the metric families sluice_object_requests_total,
-// sluice_object_request_errors_total, sluice_object_bytes_total (get and
-// put only) and the histogram sluice_object_request_duration_seconds,
-// each labelled with op.
+// WriteText writes s to w in the Prometheus text exposition format, as
+// the families Store collects (see Collect), through the Prometheus
+// client library.
 func (s Snapshot) WriteText(w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	ops := s.ops()
-	family := func(name, typ, help string) {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(snapshotCollector{s}); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
-	family("sluice_object_requests_total", "counter", "Object storage requests by operation.")
-	for i, st := range ops {
-		fmt.Fprintf(bw, "sluice_object_requests_total{op=%q} %d\n", opNames[i], st.Count)
+	mfs, err := reg.Gather()
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
-	family("sluice_object_request_errors_total", "counter", "Failed object storage requests by operation.")
-	for i, st := range ops {
-		fmt.Fprintf(bw, "sluice_object_request_errors_total{op=%q} %d\n", opNames[i], st.Errors)
-	}
-	family("sluice_object_bytes_total", "counter", "Bytes downloaded by get and uploaded by put.")
-	for _, o := range []op{opGet, opPut} {
-		fmt.Fprintf(bw, "sluice_object_bytes_total{op=%q} %d\n", opNames[o], ops[o].Bytes)
-	}
-	const hist = "sluice_object_request_duration_seconds"
-	family(hist, "histogram", "Object storage request latency by operation.")
-	for i, st := range ops {
-		var cum int64
-		for j := range len(Buckets) + 1 {
-			if j < len(st.Histogram) {
-				cum += st.Histogram[j]
-			}
-			le := "+Inf"
-			if j < len(Buckets) {
-				le = strconv.FormatFloat(Buckets[j].Seconds(), 'g', -1, 64)
-			}
-			fmt.Fprintf(bw, "%s_bucket{op=%q,le=%q} %d\n", hist, opNames[i], le, cum)
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return fmt.Errorf("metrics: write text: %w", err)
 		}
-		fmt.Fprintf(bw, "%s_sum{op=%q} %s\n", hist, opNames[i], strconv.FormatFloat(st.Latency.Seconds(), 'g', -1, 64))
-		// The count is the histogram's own total, so the family stays
-		// consistent even if calls finished while the snapshot was taken.
-		fmt.Fprintf(bw, "%s_count{op=%q} %d\n", hist, opNames[i], cum)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("metrics: write text: %w", err)
 	}
 	return nil
+}
+
+// The families a Store collects, each labelled with op.
+var (
+	requestsDesc = prometheus.NewDesc("sluice_object_requests_total", "Object storage requests by operation.", []string{"op"}, nil)
+	errorsDesc   = prometheus.NewDesc("sluice_object_request_errors_total", "Failed object storage requests by operation.", []string{"op"}, nil)
+	bytesDesc    = prometheus.NewDesc("sluice_object_bytes_total", "Bytes downloaded by get and uploaded by put.", []string{"op"}, nil)
+	durationDesc = prometheus.NewDesc("sluice_object_request_duration_seconds", "Object storage request latency by operation.", []string{"op"}, nil)
+)
+
+var _ prometheus.Collector = (*Store)(nil)
+
+// Describe sends the descriptions of the families Collect sends.
+func (s *Store) Describe(ch chan<- *prometheus.Desc) { snapshotCollector{}.Describe(ch) }
+
+// Collect sends the current figures: sluice_object_requests_total,
+// sluice_object_request_errors_total, sluice_object_bytes_total (get and
+// put only) and the histogram sluice_object_request_duration_seconds.
+func (s *Store) Collect(ch chan<- prometheus.Metric) { snapshotCollector{s.Snapshot()}.Collect(ch) }
+
+// snapshotCollector collects the figures of one snapshot.
+type snapshotCollector struct{ s Snapshot }
+
+func (c snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{requestsDesc, errorsDesc, bytesDesc, durationDesc} {
+		ch <- d
+	}
+}
+
+func (c snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	ops := c.s.ops()
+	for i, st := range ops {
+		ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, float64(st.Count), opNames[i])
+		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(st.Errors), opNames[i])
+		buckets := make(map[float64]uint64, len(Buckets))
+		var cum uint64
+		for j := range len(Buckets) + 1 {
+			if j < len(st.Histogram) {
+				cum += uint64(st.Histogram[j])
+			}
+			if j < len(Buckets) {
+				buckets[Buckets[j].Seconds()] = cum
+			}
+		}
+		// The count is the histogram's own total, so the family stays
+		// consistent even if calls finished while the snapshot was taken.
+		ch <- prometheus.MustNewConstHistogram(durationDesc, cum, st.Latency.Seconds(), buckets, opNames[i])
+	}
+	for _, o := range []op{opGet, opPut} {
+		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.CounterValue, float64(ops[o].Bytes), opNames[o])
+	}
 }

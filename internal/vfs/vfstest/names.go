@@ -162,7 +162,7 @@ func testXattrs(t *testing.T, fs *fsys) {
 	_, err = fs.v.GetXattr(ctx, ino, "user.a")
 	wantErrno(t, "get removed", err, syscall.ENODATA)
 	wantErrno(t, "remove removed", fs.v.RemoveXattr(ctx, ino, "user.a"), syscall.ENODATA)
-	wantErrno(t, "control attribute as a user", fs.v.SetXattr(asUser(uidA), ino, vfs.ControlPrefix+"flush", nil, 0), syscall.EPERM)
+	wantErrno(t, "attribute of an internal file", fs.v.SetXattr(ctx, vfs.ControlIno, "user.a", nil, 0), syscall.EPERM)
 }
 
 // tree is the namespace testErrno works in.

@@ -115,11 +115,15 @@ func testReadDirDots(t *testing.T, fs *fsys) {
 	d := fs.mkdir(meta.RootIno, "d", 0o755)
 	f := fs.create(d, "f", 0o640, []byte("abc"))
 	sub := fs.mkdir(d, "sub", 0o700)
+	root := []string{"d"}
+	if !fs.v.Config().HideInternal {
+		root = append(root, internalNames...)
+	}
 	for _, tc := range []struct {
 		dir, parent meta.Ino
 		names       []string
 	}{
-		{meta.RootIno, meta.RootIno, []string{"d"}},
+		{meta.RootIno, meta.RootIno, root},
 		{d, meta.RootIno, []string{"f", "sub"}},
 		{sub, d, nil},
 	} {

@@ -125,6 +125,7 @@ func Run(t *testing.T, newVFS func(t *testing.T) *vfs.VFS) {
 		{"Locks", lockTests},
 		{"ReadDir", readDirTests},
 		{"Interrupts", interruptTests},
+		{"Internal", internalTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,163 @@
+package control
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sluicefs/sluice/internal/meta"
+)
+
+// Mount is a Sluice mount a path lies on.
+type Mount struct {
+	Root   string   // the mount point
+	Source string   // "sluice:NAME"
+	Ino    meta.Ino // the inode of the path itself
+}
+
+// Find finds the Sluice mount that path lies on, and path's inode there.
+// It fails with a clear error for a path on another file system.
+func Find(path string) (*Mount, error) {
+	abs, err := filepath.Abs(path)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(abs, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", abs, err)
+	}
+	mounts, err := readMountInfo()
+	if err != nil {
+		return nil, err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if src, ok := mounts[d]; ok {
+			if !strings.HasPrefix(src, "sluice:") {
+				return nil, fmt.Errorf("%s is not on a Sluice mount (%s is mounted from %s)", path, d, src)
+			}
+			return &Mount{Root: d, Source: src, Ino: meta.Ino(st.Ino)}, nil
+		}
+		if d == "/" || d == "." {
+			return nil, fmt.Errorf("%s is not on a Sluice mount", path)
+		}
+	}
+}
+
+// readMountInfo maps each mount point to its source, from
+// /proc/self/mountinfo; a later mount over the same point wins.
+func readMountInfo() (map[string]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("list mounts: %w", err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 {
+			continue
+		}
+		src := "?"
+		for i, x := range fields {
+			if x == "-" && i+2 < len(fields) {
+				src = fields[i+2]
+				break
+			}
+		}
+		out[unescape(fields[4])] = src
+	}
+	return out, sc.Err()
+}
+
+// unescape decodes the octal escapes (\040 for a space) of mountinfo.
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Error is a failure the mount reported.
+type Error struct {
+	Op    string
+	Msg   string
+	Errno syscall.Errno // 0 when not a POSIX error
+}
+
+func (e *Error) Error() string { return e.Op + ": " + e.Msg }
+
+// Unwrap returns the errno, so that errors.Is(err, syscall.EPERM) works.
+func (e *Error) Unwrap() error {
+	if e.Errno == 0 {
+		return nil
+	}
+	return e.Errno
+}
+
+// Call sends req to the mount whose root is root and returns the result,
+// calling progress (when not nil) with each progress report. Cancelling
+// ctx closes the control file, which cancels the request in the mount.
+func Call(ctx context.Context, root string, req Request, progress func(json.RawMessage)) (json.RawMessage, error) {
+	line, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(root, FileName), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the control file of %s (is it a Sluice mount?): %w", root, err)
+	}
+	stop := context.AfterFunc(ctx, func() { f.Close() })
+	defer func() {
+		if stop() {
+			f.Close()
+		}
+	}()
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		return nil, fmt.Errorf("%s: send request: %w", req.Op, err)
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var r Reply
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s: bad reply from the mount: %w", req.Op, err)
+		}
+		switch {
+		case r.Error != "":
+			return nil, &Error{Op: req.Op, Msg: r.Error, Errno: r.Errno}
+		case r.Done:
+			return r.Result, nil
+		case progress != nil && r.Progress != nil:
+			progress(r.Progress)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: read reply: %w", req.Op, err)
+	}
+	return nil, fmt.Errorf("%s: %w", req.Op, errors.New("the mount ended the reply without a result"))
+}

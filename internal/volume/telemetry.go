@@ -1,0 +1,91 @@
+package volume
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicefs/sluice/internal/telemetry"
+	"github.com/sluicefs/sluice/internal/vfs"
+)
+
+// Telemetry returns the mount's metrics, to which the access path reports
+// its requests and which .stats and `mount --metrics` show. Nil below
+// Level FileSystem.
+func (v *Volume) Telemetry() *telemetry.Mount { return v.telemetry }
+
+// registerMetrics registers the collectors of the volume's layers with
+// v.telemetry: object storage requests, the chunk store's caches and
+// buffers, compaction, deletion, and the volume's usage.
+func (v *Volume) registerMetrics() error {
+	t := v.telemetry
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	comp := func(f func(c vfs.CompactionStats) float64) func() float64 {
+		return func() float64 { return f(v.fs.CompactionStats()) }
+	}
+	cs := []prometheus.Collector{
+		v.metrics,
+		counter("sluice_compaction_chunks_total", "Chunks whose slice list this mount compacted.",
+			comp(func(c vfs.CompactionStats) float64 { return float64(c.Chunks) })),
+		counter("sluice_compaction_dropped_entries_total", "Slice list entries dropped because nothing showed them.",
+			comp(func(c vfs.CompactionStats) float64 { return float64(c.Dropped) })),
+		counter("sluice_compaction_copied_bytes_total", "Bytes compaction copied into new slices.",
+			comp(func(c vfs.CompactionStats) float64 { return float64(c.Bytes) })),
+		counter("sluice_compaction_freed_bytes_total", "Bytes of slices compaction released.",
+			comp(func(c vfs.CompactionStats) float64 { return float64(c.Freed) })),
+		counter("sluice_compaction_skipped_total", "Chunks that kept changing during compaction and were left alone.",
+			comp(func(c vfs.CompactionStats) float64 { return float64(c.Skipped) })),
+		gauge("sluice_compaction_waste_bytes", "Bytes the chunks this mount checked store beyond what they show (space amplification), as of each one's last check.",
+			comp(func(c vfs.CompactionStats) float64 { return float64(c.Waste) })),
+		gauge("sluice_compaction_pending_chunks", "Chunks queued for a compaction check or waiting to settle.",
+			comp(func(c vfs.CompactionStats) float64 { return float64(c.Pending) })),
+		counter("sluice_deletion_slices_total", "Slices whose blocks this mount deleted.",
+			func() float64 { return float64(v.client.DeletionStats().Deleted) }),
+		counter("sluice_deletion_bytes_total", "Bytes of the slices this mount deleted.",
+			func() float64 { return float64(v.client.DeletionStats().DeletedBytes) }),
+		counter("sluice_deletion_failures_total", "Slice deletions that failed and stayed queued.",
+			func() float64 { return float64(v.client.DeletionStats().Failed) }),
+		gauge("sluice_deletion_queue_slices", "Slices queued for deletion at the start of the last deletion round (at most one batch).",
+			func() float64 { return float64(v.client.DeletionStats().Queued) }),
+		gauge("sluice_deletion_queue_bytes", "Bytes of the slices queued for deletion.",
+			func() float64 { return float64(v.client.DeletionStats().QueuedBytes) }),
+		gauge("sluice_staging_blocks", "Blocks staged by --writeback in the cache directory and not yet uploaded.",
+			func() float64 { n, _ := v.chunks.Staged(); return float64(n) }),
+		gauge("sluice_staging_bytes", "Bytes of the blocks staged and not yet uploaded.",
+			func() float64 { _, n := v.chunks.Staged(); return float64(n) }),
+		gauge("sluice_used_space_bytes", "Bytes the volume's files use (shared through the engine about once a second).",
+			func() float64 { return float64(v.usage().used) }),
+		gauge("sluice_used_inodes", "Inodes the volume's files use.",
+			func() float64 { return float64(v.usage().inodes) }),
+	}
+	return t.Register(cs...)
+}
+
+// usageFigures is the volume's usage as of the last scrape.
+type usageFigures struct {
+	used, inodes uint64
+}
+
+// usage returns the volume's usage, asking the engine at most once a
+// second however many series read it.
+func (v *Volume) usage() usageFigures {
+	v.usageMu.Lock()
+	defer v.usageMu.Unlock()
+	if time.Since(v.usageAt) < time.Second {
+		return v.usageLast
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := v.client.StatFS(ctx)
+	if err == nil {
+		v.usageLast = usageFigures{used: st.TotalSpace - st.AvailSpace, inodes: st.UsedInodes}
+		v.usageAt = time.Now()
+	}
+	return v.usageLast
+}
