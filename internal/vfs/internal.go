@@ -23,7 +23,7 @@ import (
 //   - .control (0666): the control channel (package control); requests run
 //     with the credentials of the process that writes them.
 //   - .accesslog (0400, root): while open, one line per operation of this
-//     mount (see AccessLog).
+//     mount (see AccessLog); end of file after a quiet second.
 //   - .stats (0444): the mount's metrics in the Prometheus text format,
 //     as of the open.
 //   - .config (0400, root): the mount's running configuration as JSON,
@@ -389,9 +389,18 @@ func (r *logReader) add(line []byte) {
 	r.wake = make(chan struct{})
 }
 
+// accessLogIdle is how long a read of the access log waits for a line
+// before it returns end of file.
+const accessLogIdle = time.Second
+
 // read waits for lines and returns whole lines that fit in p (or a part
-// of one longer than p).
+// of one longer than p). When no line comes for accessLogIdle it returns
+// 0, end of file: a program that walks the mount and reads every file
+// (a backup, a checksum, diff -r) must not stream the log for ever, and
+// a follower such as `sluice profile` opens the file again.
 func (r *logReader) read(ctx context.Context, p []byte) (int, error) {
+	idle := time.NewTimer(accessLogIdle)
+	defer idle.Stop()
 	for {
 		r.mu.Lock()
 		if len(r.buf) > 0 {
@@ -414,6 +423,8 @@ func (r *logReader) read(ctx context.Context, p []byte) (int, error) {
 		r.mu.Unlock()
 		select {
 		case <-wake:
+		case <-idle.C:
+			return 0, nil
 		case <-ctx.Done():
 			return 0, syscall.EINTR
 		}

@@ -113,8 +113,8 @@ func testInternalPermissions(t *testing.T, fs *fsys) {
 }
 
 // testInternalAccessLog: a reader of .accesslog gets the lines logged
-// while it has the file open, whole, and waits for more; without readers
-// the log is not active.
+// while it has the file open, whole, and waits for more up to a quiet
+// second; without readers the log is not active.
 func testInternalAccessLog(t *testing.T, fs *fsys) {
 	log := fs.v.AccessLog()
 	if log.Active() {
@@ -144,6 +144,12 @@ func testInternalAccessLog(t *testing.T, fs *fsys) {
 	}()
 	if got := fs.read(fh, 0, 100); string(got) != "three\n" {
 		t.Fatalf("read: %q, want the line logged while waiting", got)
+	}
+	// A quiet second ends the file, so that programs reading every file
+	// of the mount finish.
+	start := time.Now()
+	if got := fs.read(fh, 0, 100); len(got) != 0 || time.Since(start) < 900*time.Millisecond {
+		t.Fatalf("read on a quiet log: %q after %v, want end of file after a second", got, time.Since(start))
 	}
 	fs.close(fh)
 	if log.Active() {
