@@ -36,6 +36,7 @@ Quick start:
 	root.AddCommand(newCompact())
 	root.AddCommand(newDump(), newLoad())
 	root.AddCommand(newObjbench())
+	root.AddCommand(newBench())
 	return root
 }
 
