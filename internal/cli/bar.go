@@ -9,6 +9,58 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
+// stderrIsTerminal reports whether progress may be drawn: stderr is a
+// terminal. In scripts, commands show no progress.
+func stderrIsTerminal() bool {
+	fi, err := os.Stderr.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progress is a spinner with a line of text on stderr, for long work whose
+// total is not known in advance (scans of gc, fsck, status --more,
+// compact), drawn by the same library as byteBar when stderr is a
+// terminal; otherwise it shows nothing.
+type progress struct {
+	mu  sync.Mutex
+	bar *progressbar.ProgressBar
+}
+
+func newProgress() *progress {
+	if !stderrIsTerminal() {
+		return &progress{}
+	}
+	return &progress{bar: progressbar.NewOptions64(-1,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSpinnerType(14),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionFullWidth(),
+	)}
+}
+
+// show replaces the text beside the spinner.
+func (p *progress) show(format string, args ...any) {
+	if p.bar == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bar.Describe(fmt.Sprintf(format, args...))
+	_ = p.bar.Add(1)
+}
+
+// done removes the spinner.
+func (p *progress) done() {
+	if p.bar == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.bar.Finish()
+	_ = p.bar.Clear()
+}
+
 // byteBar is a progress bar on stderr for long work measured in bytes
 // (dump and load), with a count of entries in its description. It shows
 // nothing when stderr is not a terminal.
@@ -20,8 +72,7 @@ type byteBar struct {
 
 // newByteBar starts a bar; total is the bytes expected, -1 when unknown.
 func newByteBar(verb string, total int64) *byteBar {
-	fi, err := os.Stderr.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+	if !stderrIsTerminal() {
 		return &byteBar{}
 	}
 	b := progressbar.NewOptions64(total,

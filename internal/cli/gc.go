@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -170,45 +168,3 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// progress shows a line on stderr, rewritten in place, when stderr is a
-// terminal, at most ten times a second; otherwise it shows nothing.
-type progress struct {
-	mu   sync.Mutex
-	tty  bool
-	last time.Time
-	wide int
-}
-
-func newProgress() *progress {
-	fi, err := os.Stderr.Stat()
-	return &progress{tty: err == nil && fi.Mode()&os.ModeCharDevice != 0}
-}
-
-func (p *progress) show(format string, args ...any) {
-	if !p.tty {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if time.Since(p.last) < 100*time.Millisecond {
-		return
-	}
-	p.last = time.Now()
-	line := fmt.Sprintf(format, args...)
-	fmt.Fprintf(os.Stderr, "\r%-*s", p.wide, line)
-	p.wide = max(p.wide, len(line))
-}
-
-// done ends the progress line.
-func (p *progress) done() {
-	if !p.tty {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.wide > 0 {
-		fmt.Fprintf(os.Stderr, "\r%-*s\r", p.wide, "")
-		p.wide = 0
-	}
-	p.last = time.Time{}
-}
