@@ -39,6 +39,7 @@ type mountOptions struct {
 	bufferSize    int64
 	maxUploads    int
 	logFile       string
+	logRotation   logRotation // --log-max-size, --log-backups, --log-compress (logfile.go)
 	debug         bool
 	heartbeat     time.Duration
 	metaTimeout   time.Duration
@@ -163,6 +164,7 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	fl.StringVar(&o.metrics, "metrics", "", "serve the mount's metrics (FUSE, metadata and object storage latency, caches, buffers, usage, CPU and memory) for Prometheus at http://ADDR/metrics (e.g. 127.0.0.1:9567); the file .stats at the mount's root shows the same")
 	fl.BoolVar(&o.hideInternal, "hide-internal", false, "leave the internal files (.accesslog, .stats, .config, .control) out of listings of the root; they can still be opened by name")
 	fl.StringVar(&o.logFile, "log", defaultLogFile(), "log file of a background mount")
+	o.logRotation.addFlags(fl)
 	fl.StringVar(&o.atimeMode, "atime-mode", meta.AtimeNone, "when reads update access times: noatime (never), relatime (as Linux's relatime), strictatime (every open file's first read, every listing)")
 	fl.Var(secondsValue{&o.metaTimeout}, "meta-timeout", "longest a metadata operation may wait for the metadata engine, retries included, before it fails with EIO (seconds or a duration; 0: wait for ever)")
 	fl.Var(secondsValue{&o.heartbeat}, "heartbeat", "interval of session heartbeats; a mount silent for 25 heartbeats is cleaned up by the others (use one value on all mounts)")
@@ -262,7 +264,8 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	// collector keep the process near that instead of at twice its live
 	// heap.
 	debug.SetMemoryLimit(2*o.bufferSize + 256<<20)
-	log := logger(o.debug)
+	log, closeLog := mountLogger(o.debug, o.logFile, o.logRotation)
+	defer closeLog()
 	// Catch signals from the start: one that arrives while the mount is
 	// being set up (the kernel may already show the mount) is handled
 	// once it is ready, by unmounting, instead of killing the process.

@@ -20,19 +20,40 @@ func newStatus() *cobra.Command {
 		Use:   "status META-URL",
 		Short: "Show a volume's settings and active mounts",
 		Long: `Print the settings of the volume in META-URL (secrets shown as "removed") and
-the sessions of the mounts using it: host, mount point, version, process id
-and last heartbeat.
+the sessions of the mounts using it: host, mount point, version, process id,
+last heartbeat, and what the metadata engine records of each: the files it
+sustains (SustainedCount: files whose last name went while the mount held
+them open, deleted at its last close) and the locks it holds (LockCount:
+each flock, and each range of POSIX locks). Mounts do not record every
+open file in the engine (a write at each open and close would slow every
+workload), so the files a mount holds open that it neither locks nor
+sustains are not shown.
 
-With --more, also scan the whole volume's metadata (which takes a while on
-a big one) and add a "Space" object: the distinct stored slices the chunk
-lists name and their bytes (ReferencedBytes), the bytes those lists read
-from them (VisibleBytes; DetachedBytes of it belong to deleted files and
-replaced slice lists not yet dropped), the difference
-(AmplificationBytes: overwritten or cut-off bytes still stored, negative
-when files share slices) and ReferencedBytes/VisibleBytes
-(AmplificationRatio), and the deletion backlog: slices queued for their
-blocks to be deleted, and files whose chunks are still to be dropped
-(WaitingFiles of them not yet expired).`,
+With --more, also list up to 100 sustained files and 100 locks of each
+session ("Sustained": inode, length, path; "Locks": inode, kind flock or
+posix, type read or write, owner, and for posix the byte range and the
+process id; paths are found by walking up parent pointers, empty for a
+file with no name or names in several directories), and scan the whole
+volume's metadata (which takes a while on a big one) to add:
+
+  "Space": the distinct stored slices the chunk lists name and their bytes
+  (ReferencedBytes), the bytes those lists read from them (VisibleBytes;
+  DetachedBytes of it belong to deleted files and replaced slice lists not
+  yet dropped), the difference (AmplificationBytes: overwritten or cut-off
+  bytes still stored, negative when files share slices) and
+  ReferencedBytes/VisibleBytes (AmplificationRatio), and the deletion
+  backlog (Backlog, the same figures as in "Deletion" below).
+
+  "Trash": the files in the trash (.trash) and the bytes of their lengths,
+  and its hour directories (Dirs).
+
+  "Deletion": what is still to be deleted: slices queued for their blocks
+  to be deleted (Slices, SliceBytes), deleted files whose chunks are still
+  to be dropped (Files, FileBytes; WaitingFiles of them not yet due), and
+  the deletions that wait for something else: files with no name kept
+  until every live mount has said whether it holds them open (Orphans),
+  files with no name a mount holds open (SustainedFiles), and truncations
+  whose chunks past the new end are still to be dropped (Truncations).`,
 		Example: `  sluice status sqlite3://vol.db
   sluice status sqlite3://vol.db --more`,
 		Args: exactArgs(1, "META-URL"),
@@ -47,24 +68,23 @@ blocks to be deleted, and files whose chunks are still to be dropped
 			if err != nil {
 				return fmt.Errorf("list sessions: %w", err)
 			}
-			type session struct {
-				Sid        uint64
-				Host       string
-				MountPoint string
-				Version    string
-				PID        int
-				Started    string
-				Heartbeat  string
-			}
 			out := struct {
 				Setting  *meta.Format
-				Sessions []session
-				Space    *spaceStatus `json:",omitempty"`
-			}{Setting: v.Format().Redacted(), Sessions: []session{}}
+				Sessions []sessionStatus
+				Space    *spaceStatus    `json:",omitempty"`
+				Trash    *trashStatus    `json:",omitempty"`
+				Deletion *deletionStatus `json:",omitempty"`
+			}{Setting: v.Format().Redacted(), Sessions: []sessionStatus{}}
+			opts := meta.DetailOptions{}
+			if more {
+				opts = meta.DetailOptions{Limit: statusListLimit, Paths: true}
+			}
 			for _, s := range sessions {
-				out.Sessions = append(out.Sessions, session{Sid: s.Sid, Host: s.Host, MountPoint: s.MountPoint,
-					Version: s.Version, PID: s.PID, Started: time.Unix(s.Started, 0).UTC().Format(time.RFC3339),
-					Heartbeat: s.Heartbeat.UTC().Format(time.RFC3339)})
+				d, err := meta.SessionDetails(ctx, v.Store(), s.Sid, opts)
+				if err != nil {
+					return err
+				}
+				out.Sessions = append(out.Sessions, newSessionStatus(s, d))
 			}
 			if more {
 				prog := newProgress()
@@ -76,6 +96,16 @@ blocks to be deleted, and files whose chunks are still to be dropped
 					return fmt.Errorf("scan volume: %w", err)
 				}
 				out.Space = newSpaceStatus(r)
+				trash, err := meta.TrashUsage(ctx, v.Store())
+				if err != nil {
+					return err
+				}
+				out.Trash = &trashStatus{Files: trash.Files, Bytes: trash.Bytes, Dirs: trash.Dirs}
+				pending, err := meta.PendingDeletions(ctx, v.Store())
+				if err != nil {
+					return err
+				}
+				out.Deletion = newDeletionStatus(r.Backlog, pending)
 			}
 			b, err := json.MarshalIndent(out, "", "  ")
 			if err != nil {
@@ -85,9 +115,99 @@ blocks to be deleted, and files whose chunks are still to be dropped
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&more, "more", false, "also scan the volume for its space figures (stored, visible, amplification, deletion backlog)")
+	cmd.Flags().BoolVar(&more, "more", false, "also list each session's sustained files and locks with their paths, and scan the volume for its space, trash and deletion figures")
 	cmd.Flags().Var(secondsValue{&metaTimeout}, "meta-timeout", metaTimeoutUsage)
 	return cmd
+}
+
+// statusListLimit bounds the sustained files and the locks `status
+// --more` lists per session.
+const statusListLimit = 100
+
+// sessionStatus is one element of the "Sessions" array of `status`.
+type sessionStatus struct {
+	Sid        uint64
+	Host       string
+	MountPoint string
+	Version    string
+	PID        int
+	Started    string
+	Heartbeat  string
+	// SustainedCount and LockCount are always there; Sustained and Locks
+	// list some of them with --more.
+	SustainedCount int
+	LockCount      int
+	Sustained      []sustainedFile `json:",omitempty"`
+	Locks          []lockStatus    `json:",omitempty"`
+}
+
+// sustainedFile is one element of a session's "Sustained" array.
+type sustainedFile struct {
+	Inode  meta.Ino
+	Length uint64
+	Path   string
+}
+
+// lockStatus is one element of a session's "Locks" array; Range is
+// there for POSIX locks only.
+type lockStatus struct {
+	Inode meta.Ino
+	Kind  string // "flock" or "posix"
+	Type  string // "read" or "write"
+	Owner uint64
+	Range *lockRange `json:",omitempty"`
+	Path  string
+}
+
+// lockRange is the byte range of a POSIX lock: Start to End inclusive,
+// End 9223372036854775807 (meta.LockEnd) up to the end of the file; Pid
+// is the process that took it.
+type lockRange struct {
+	Start, End uint64
+	Pid        uint32
+}
+
+func newSessionStatus(s meta.SessionStatus, d *meta.SessionDetail) sessionStatus {
+	out := sessionStatus{Sid: s.Sid, Host: s.Host, MountPoint: s.MountPoint,
+		Version: s.Version, PID: s.PID, Started: time.Unix(s.Started, 0).UTC().Format(time.RFC3339),
+		Heartbeat: s.Heartbeat.UTC().Format(time.RFC3339), SustainedCount: d.SustainedCount, LockCount: d.LockCount}
+	for _, f := range d.Sustained {
+		out.Sustained = append(out.Sustained, sustainedFile{Inode: f.Ino, Length: f.Length, Path: f.Path})
+	}
+	for _, l := range d.Locks {
+		ls := lockStatus{Inode: l.Ino, Kind: l.Kind, Type: l.Type, Owner: l.Owner, Path: l.Path}
+		if l.Kind == meta.LockKindPosix {
+			ls.Range = &lockRange{Start: l.Start, End: l.End, Pid: l.Pid}
+		}
+		out.Locks = append(out.Locks, ls)
+	}
+	return out
+}
+
+// trashStatus is the "Trash" object of `status --more` (see
+// meta.TrashReport).
+type trashStatus struct {
+	Files, Bytes int64
+	Dirs         int64
+}
+
+// deletionStatus is the "Deletion" object of `status --more`: the
+// deletion queues (as in spaceStatus.Backlog) and the deletions waiting
+// for something else (see meta.PendingReport).
+type deletionStatus struct {
+	Slices, SliceBytes             int64
+	Files, FileBytes               int64
+	WaitingFiles, WaitingFileBytes int64 // files not yet due
+	Orphans, OrphanBytes           int64
+	SustainedFiles, SustainedBytes int64
+	Truncations                    int64
+}
+
+func newDeletionStatus(b meta.DeletionBacklog, p *meta.PendingReport) *deletionStatus {
+	return &deletionStatus{Slices: b.Slices, SliceBytes: b.SliceBytes, Files: b.Files, FileBytes: b.FileBytes,
+		WaitingFiles: b.Waiting, WaitingFileBytes: b.WaitingBytes,
+		Orphans: p.Orphans, OrphanBytes: p.OrphanBytes, SustainedFiles: p.Sustained, SustainedBytes: p.SustainedBytes,
+		Truncations: p.Truncations}
 }
 
 // spaceStatus is the "Space" object of `status --more` (see

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"reflect"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
@@ -85,6 +89,109 @@ func TestStatusMore(t *testing.T) {
 		Backlog: spaceBacklog{Slices: 1, SliceBytes: 10 << 10}}
 	if got != want {
 		t.Errorf("status --more: Space = %+v\nwant %+v", got, want)
+	}
+}
+
+// TestStatusSessions: a live session's sustained file and locks are
+// counted by status and listed with their paths by status --more, which
+// also adds the trash and the deletions waiting.
+func TestStatusSessions(t *testing.T) {
+	ctx := context.Background()
+	tv := volumetest.New(t, func(f *meta.Format) { f.TrashDays = 1 })
+	st, err := all.Open(ctx, tv.MetaURL, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Now()
+	c, err := meta.NewClient(ctx, st, meta.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(ctx) })
+	d, err := c.Mknod(ctx, meta.RootIno, []byte("d"), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkfile := func(parent meta.Ino, name string, length uint64, open bool) meta.Ino {
+		t.Helper()
+		a, err := c.Mknod(ctx, parent, []byte(name), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.SetAttr(ctx, a.Ino, meta.SetSize, &meta.Attr{Length: length}); err != nil {
+			t.Fatal(err)
+		}
+		if open {
+			if _, err := c.Open(ctx, a.Ino, syscall.O_RDWR); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return a.Ino
+	}
+	f := mkfile(d.Ino, "f", 300, true)
+	if _, err := c.Flock(ctx, f, 5, meta.LockWrite, false); err != nil {
+		t.Fatal(err)
+	}
+	g := mkfile(meta.RootIno, "g", 10, true)
+	if _, err := c.SetLk(ctx, g, 6, meta.PosixLock{Start: 2, End: 3, Type: meta.LockRead, Pid: 77}, false); err != nil {
+		t.Fatal(err)
+	}
+	mkfile(meta.RootIno, "trashed", 77, false)
+	h := mkfile(meta.RootIno, "h", 55, true)
+	for _, name := range []string{"trashed", "h"} {
+		if err := c.Unlink(ctx, meta.RootIno, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Unlink(ctx, meta.TrashHourIno(now), fmt.Appendf(nil, "%d-%d-h", meta.RootIno, h)); err != nil {
+		t.Fatal(err)
+	}
+
+	type output struct {
+		Sessions []sessionStatus
+		Trash    *trashStatus
+		Deletion *deletionStatus
+	}
+	status := func(args ...string) output {
+		t.Helper()
+		root := NewRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(append([]string{"status", tv.MetaURL}, args...))
+		if err := root.Execute(); err != nil {
+			t.Fatalf("status %v: %v", args, err)
+		}
+		var o output
+		if err := json.Unmarshal(out.Bytes(), &o); err != nil {
+			t.Fatalf("status %v: %v\n%s", args, err, out.String())
+		}
+		if len(o.Sessions) != 1 {
+			t.Fatalf("status %v: sessions %+v, want one", args, o.Sessions)
+		}
+		return o
+	}
+	o := status()
+	if s := o.Sessions[0]; s.SustainedCount != 1 || s.LockCount != 2 || s.Sustained != nil || s.Locks != nil || o.Trash != nil || o.Deletion != nil {
+		t.Errorf("status: %+v, trash %v, deletion %v; want 1 sustained file and 2 locks counted, nothing listed", s, o.Trash, o.Deletion)
+	}
+	o = status("--more")
+	s := o.Sessions[0]
+	if want := []sustainedFile{{Inode: h, Length: 55}}; !reflect.DeepEqual(s.Sustained, want) {
+		t.Errorf("status --more: Sustained %+v, want %+v", s.Sustained, want)
+	}
+	wantLocks := []lockStatus{
+		{Inode: f, Kind: "flock", Type: "write", Owner: 5, Path: "/d/f"},
+		{Inode: g, Kind: "posix", Type: "read", Owner: 6, Range: &lockRange{Start: 2, End: 3, Pid: 77}, Path: "/g"},
+	}
+	if !reflect.DeepEqual(s.Locks, wantLocks) {
+		t.Errorf("status --more: Locks %+v, want %+v", s.Locks, wantLocks)
+	}
+	if want := (trashStatus{Files: 1, Bytes: 77, Dirs: 1}); o.Trash == nil || *o.Trash != want {
+		t.Errorf("status --more: Trash %+v, want %+v", o.Trash, want)
+	}
+	if o.Deletion == nil || o.Deletion.SustainedFiles != 1 || o.Deletion.SustainedBytes != 55 || o.Deletion.Orphans != 0 {
+		t.Errorf("status --more: Deletion %+v, want 1 sustained file of 55 bytes, no orphans", o.Deletion)
 	}
 }
 
