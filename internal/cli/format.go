@@ -130,16 +130,10 @@ func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *form
 		}
 		o.bucket = defaultBucket()
 	}
-	keys := o.keys.withEnv()
-	if o.storage == "s3" {
-		o.bucket, keys = moveURLCredentials(o.bucket, keys)
-	}
-	if o.storage == "file" {
-		abs, err := filepath.Abs(o.bucket)
-		if err != nil {
-			return fmt.Errorf("bucket %q: %w", o.bucket, err)
-		}
-		o.bucket = abs
+	var keys credentials
+	var err error
+	if o.bucket, keys, err = volumeBucket(o.storage, o.bucket, o.keys.withEnv()); err != nil {
+		return err
 	}
 	if err := meta.ValidateBlockSize(o.blockSize); err != nil {
 		return err
@@ -180,12 +174,15 @@ func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *form
 		if o.rsaKey == "" {
 			// Re-formatting without a key keeps the volume's.
 			f.EncryptKey, f.EncryptAlgo, f.KeyEncrypted = old.EncryptKey, old.EncryptAlgo, old.KeyEncrypted
-		} else if old.EncryptKey != f.EncryptKey {
-			return fmt.Errorf("volume %q already exists with another encryption key (or none); refusing to change it", old.Name)
 		}
 		if f.AccessKey == "" && f.SecretKey == "" && f.SessionToken == "" {
 			// Re-formatting without keys keeps the stored ones.
 			f.AccessKey, f.SecretKey, f.SessionToken = old.AccessKey, old.SecretKey, old.SessionToken
+		}
+		// Refuse what the stored data depends on before touching the
+		// bucket, as `sluice config` does (FormatVolume checks again).
+		if err := f.CheckImmutable(old); err != nil {
+			return err
 		}
 	}
 
@@ -231,6 +228,24 @@ func runFormat(ctx context.Context, out io.Writer, metaURL, name string, o *form
 	b, _ := json.MarshalIndent(f.Redacted(), "", "  ")
 	fmt.Fprintf(out, "Volume %q %s in %s\n%s\n", f.Name, verb, st.Name(), b)
 	return nil
+}
+
+// volumeBucket completes the bucket given to format or config: a file
+// bucket becomes an absolute path, and the user and password of an s3
+// URL move to keys (unless keys has some), so that the stored bucket holds
+// no secret.
+func volumeBucket(storage, bucket string, keys credentials) (string, credentials, error) {
+	switch storage {
+	case "s3":
+		bucket, keys = moveURLCredentials(bucket, keys)
+	case "file":
+		abs, err := filepath.Abs(bucket)
+		if err != nil {
+			return "", keys, fmt.Errorf("bucket %q: %w", bucket, err)
+		}
+		bucket = abs
+	}
+	return bucket, keys, nil
 }
 
 // setEncryption reads the RSA key of --encrypt-rsa-key into f, checking

@@ -37,6 +37,7 @@ Quick start:
 	root.AddCommand(newDump(), newLoad())
 	root.AddCommand(newObjbench())
 	root.AddCommand(newBench())
+	root.AddCommand(newConfig(), newDestroy())
 	return root
 }
 

@@ -103,7 +103,22 @@ type Config struct {
 	AtimeMode string
 	// Logger receives background errors. Nil discards them.
 	Logger *slog.Logger
+	// OnFormatChange, when set, is called with the volume's settings each
+	// time the client reloads them and finds them changed (`sluice
+	// config`): on every heartbeat, from the client's background
+	// goroutine, so it must return quickly. The client itself applies
+	// capacity, inode limit and trash days; the callback applies what
+	// other layers own (the bandwidth limits). The Format is the
+	// callback's to keep.
+	OnFormatChange func(*Format)
 }
+
+// DefaultHeartbeat is Config.Heartbeat when it is zero.
+const DefaultHeartbeat = 12 * time.Second
+
+// DefaultSessionTimeout is Config.SessionTimeout of a client with the
+// default heartbeat: 25 heartbeats.
+const DefaultSessionTimeout = 25 * DefaultHeartbeat
 
 // SessionInfo describes one mount.
 type SessionInfo struct {
@@ -116,10 +131,19 @@ type SessionInfo struct {
 
 // Client is one mount's handle on a volume's metadata.
 type Client struct {
-	st     store.Store
-	conf   Config
+	st   store.Store
+	conf Config
+	// format holds the settings the client opened with: what only a new
+	// mount applies (ACLs) is read here.
 	format *Format
-	log    *slog.Logger
+	// settings holds them as last reloaded (see ReloadFormat): capacity,
+	// inode limit and trash days are read here, so that `sluice config`
+	// reaches live clients within a heartbeat.
+	settings atomic.Pointer[Format]
+	// reloadMu serializes applying reloaded settings, so that
+	// OnFormatChange sees them in order.
+	reloadMu sync.Mutex
+	log      *slog.Logger
 
 	inodes, slices idPool
 
@@ -139,10 +163,6 @@ type Client struct {
 
 	// recent remembers the directories this client's changes committed.
 	recent recentDirs
-
-	// trashDays is the volume's TrashDays, reloaded about once a minute
-	// so that a re-format changes it under live mounts.
-	trashDays atomic.Int32
 
 	// delMu serializes rounds of the deletion queues (background and
 	// FlushDeletions), so that one client never works on a slice twice.
@@ -183,7 +203,7 @@ func Load(ctx context.Context, st store.Store) (*Format, error) {
 	err := st.View(ctx, func(tx store.Tx) error {
 		b, err := tx.Setting()
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("no volume found in %s: run `sluice format` first", st.Name())
+			return notFormatted(st)
 		}
 		if err != nil {
 			return err
@@ -194,9 +214,15 @@ func Load(ctx context.Context, st store.Store) (*Format, error) {
 	return f, err
 }
 
+// notFormatted is the error of a store that holds no volume.
+func notFormatted(st store.Store) error {
+	return fmt.Errorf("no volume found in %s (not formatted): run `sluice format` first", st.Name())
+}
+
 // FormatVolume stores new settings and creates the root directory. When a
 // volume already exists it may change only mutable settings (capacity,
-// inodes, trash days, limits) and must keep the immutable ones.
+// inodes, trash days, limits) and must keep the immutable ones, its
+// storage and its bucket (see checkImmutable).
 func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool, err error) {
 	if err := f.Validate(); err != nil {
 		return false, err
@@ -210,10 +236,10 @@ func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool,
 			if err != nil {
 				return err
 			}
+			f.UUID = old.UUID
 			if err := f.checkImmutable(old); err != nil {
 				return err
 			}
-			f.UUID = old.UUID
 			created = false
 		} else if errors.Is(err, store.ErrNotFound) {
 			created = true
@@ -227,19 +253,63 @@ func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool,
 		} else {
 			return err
 		}
-		if f.TrashDays > 0 {
-			if err := ensureTrashTx(tx, now); err != nil {
-				return err
-			}
+		return setFormatTx(tx, f, now)
+	})
+	return created, err
+}
+
+// setFormatTx stores f, creating the trash directory when f has a trash.
+func setFormatTx(tx store.Tx, f *Format, now time.Time) error {
+	if f.TrashDays > 0 {
+		if err := ensureTrashTx(tx, now); err != nil {
+			return err
 		}
-		nb, err := json.Marshal(f)
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	tx.SetSetting(b)
+	return nil
+}
+
+// ErrFormatChanged reports that UpdateFormat found other settings stored
+// than the ones it was to change.
+var ErrFormatChanged = errors.New("the volume's settings changed meanwhile")
+
+// UpdateFormat replaces the settings of an existing volume, old, by f in
+// one transaction, and fails with ErrFormatChanged when the stored
+// settings are no longer old (another change came first). Unlike
+// FormatVolume it may change the storage, bucket and credentials (`sluice
+// config` moves a volume to a bucket its objects were copied to); what the
+// stored data depends on stays refused (CheckImmutable). Live clients pick
+// the change up on their next heartbeat.
+func UpdateFormat(ctx context.Context, st store.Store, old, f *Format) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	if err := f.CheckImmutable(old); err != nil {
+		return err
+	}
+	f.MetaVersion = MetaVersion
+	now := time.Now() // as FormatVolume: outside any client
+	return st.Update(ctx, func(tx store.Tx) error {
+		b, err := tx.Setting()
+		if errors.Is(err, store.ErrNotFound) {
+			return notFormatted(st)
+		}
 		if err != nil {
 			return err
 		}
-		tx.SetSetting(nb)
-		return nil
+		cur, err := DecodeFormat(b)
+		if err != nil {
+			return err
+		}
+		if *cur != *old {
+			return fmt.Errorf("volume %q: %w; run the command again", old.Name, ErrFormatChanged)
+		}
+		return setFormatTx(tx, f, now)
 	})
-	return created, err
 }
 
 // NewClient opens the volume in st for one mount and starts its session
@@ -250,7 +320,7 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 		return nil, err
 	}
 	if conf.Heartbeat <= 0 {
-		conf.Heartbeat = 12 * time.Second
+		conf.Heartbeat = DefaultHeartbeat
 	}
 	if conf.SessionTimeout <= 0 {
 		conf.SessionTimeout = 25 * conf.Heartbeat
@@ -283,7 +353,7 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.trashDays.Store(int32(f.TrashDays))
+	c.settings.Store(f)
 	c.mu.open = map[Ino]int{}
 	c.mu.sustained = map[Ino]bool{}
 	c.mu.posix = map[Ino]bool{}
@@ -298,8 +368,9 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	return c, nil
 }
 
-// Format returns the volume settings.
-func (c *Client) Format() *Format { return c.format }
+// Format returns the volume settings as the client last reloaded them (on
+// every heartbeat); callers must not change them.
+func (c *Client) Format() *Format { return c.settings.Load() }
 
 // Store returns the engine the client works on.
 func (c *Client) Store() store.Store { return c.st }
@@ -449,11 +520,12 @@ func (c *Client) flushUsage(ctx context.Context) error {
 }
 
 // background owns the periodic work of a client: usage flushes,
-// heartbeats, data deletion and trash expiry. It stops when ctx is cancelled.
+// heartbeats (which reload the volume's settings), data deletion and
+// trash expiry. It stops when ctx is cancelled.
 func (c *Client) background(ctx context.Context) {
 	defer close(c.done)
 	if c.conf.ReadOnly {
-		<-ctx.Done()
+		c.followSettings(ctx)
 		return
 	}
 	tick := time.NewTicker(time.Second)
@@ -491,22 +563,6 @@ func (c *Client) background(ctx context.Context) {
 			}
 		}
 	}
-}
-
-func (c *Client) heartbeat(ctx context.Context) error {
-	return c.st.Update(ctx, func(tx store.Tx) error {
-		ss, err := tx.Sessions()
-		if err != nil {
-			return err
-		}
-		for _, s := range ss {
-			if s.Sid == c.sid {
-				s.Heartbeat = c.conf.Now().Unix()
-				tx.SetSession(s)
-			}
-		}
-		return nil
-	})
 }
 
 // Errno extracts the POSIX error number of err: the wrapped syscall.Errno,

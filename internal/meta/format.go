@@ -94,30 +94,65 @@ func (f *Format) Redacted() *Format {
 	return &c
 }
 
-// checkImmutable refuses changes to settings that existing data depends on.
-func (f *Format) checkImmutable(old *Format) error {
+// CheckImmutable refuses changes, from old to f, of the settings the
+// volume's stored data depends on: its name (the objects' prefix), UUID,
+// block size, compression, hash prefix, shards and encryption; and turning
+// POSIX ACLs off. Both `sluice format` on an existing volume and `sluice
+// config` refuse what it refuses.
+func (f *Format) CheckImmutable(old *Format) error {
 	type field struct {
 		name     string
 		old, new any
 	}
 	for _, x := range []field{
 		{"name", old.Name, f.Name},
-		{"storage", old.Storage, f.Storage},
-		{"bucket", old.Bucket, f.Bucket},
-		{"block size", old.BlockSize, f.BlockSize},
-		{"compression", old.Compression, f.Compression},
+		{"UUID", old.UUID, f.UUID},
+		{"block size", fmt.Sprintf("%dK", old.BlockSize), fmt.Sprintf("%dK", f.BlockSize)},
+		{"compression", compressionName(old.Compression), compressionName(f.Compression)},
 		{"hash prefix", old.HashPrefix, f.HashPrefix},
 		{"shards", old.Shards, f.Shards},
-		{"encryption", old.EncryptAlgo, f.EncryptAlgo},
+		{"encryption", encryptionName(old.EncryptAlgo), encryptionName(f.EncryptAlgo)},
 	} {
 		if x.old != x.new {
-			return fmt.Errorf("volume %q already exists with %s %v; refusing to change it to %v", old.Name, x.name, x.old, x.new)
+			return fmt.Errorf("volume %q has %s %v; refusing to change it to %v: the stored data depends on it", old.Name, x.name, x.old, x.new)
 		}
+	}
+	if old.EncryptKey != f.EncryptKey {
+		return fmt.Errorf("volume %q is encrypted with another key (or none); refusing to change it: the stored data depends on it", old.Name)
 	}
 	if old.EnableACL && !f.EnableACL {
 		return fmt.Errorf("volume %q has POSIX ACLs enabled; they cannot be turned off (keep --enable-acl)", old.Name)
 	}
 	return nil
+}
+
+// checkImmutable refuses what CheckImmutable refuses and, for a
+// re-format, a change of storage or bucket: only `sluice config` moves a
+// volume to another bucket (UpdateFormat).
+func (f *Format) checkImmutable(old *Format) error {
+	for _, x := range []struct{ name, old, new string }{
+		{"storage", old.Storage, f.Storage},
+		{"bucket", old.Bucket, f.Bucket},
+	} {
+		if x.old != x.new {
+			return fmt.Errorf("volume %q has %s %v; refusing to change it to %v (`sluice config --%s` changes it)", old.Name, x.name, x.old, x.new, x.name)
+		}
+	}
+	return f.CheckImmutable(old)
+}
+
+func compressionName(c string) string {
+	if c == "" {
+		return "none"
+	}
+	return c
+}
+
+func encryptionName(algo string) string {
+	if algo == "" {
+		return "none"
+	}
+	return algo
 }
 
 // DecodeFormat decodes stored settings, refusing a metadata version newer

@@ -5,9 +5,97 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
+
+// heartbeat stamps this session's record, then reloads the volume's
+// settings (ReloadFormat), so that a change by `sluice config` reaches
+// every mount within a heartbeat.
+func (c *Client) heartbeat(ctx context.Context) error {
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		ss, err := tx.Sessions()
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			if s.Sid == c.sid {
+				s.Heartbeat = c.conf.Now().Unix()
+				tx.SetSession(s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.ReloadFormat(ctx); err != nil {
+		return fmt.Errorf("reload volume settings: %w", err)
+	}
+	return nil
+}
+
+// followSettings reloads the volume's settings every heartbeat until ctx
+// is cancelled: the background work of a read-only client, which has no
+// session to stamp.
+func (c *Client) followSettings(ctx context.Context) {
+	tick := time.NewTicker(c.conf.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := c.ReloadFormat(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("reload volume settings", "err", err)
+		}
+	}
+}
+
+// ReloadFormat reads the volume's settings and, when they changed, makes
+// them the client's (Format): capacity, inode limit and trash days apply
+// at once, and Config.OnFormatChange is called for the rest. Settings
+// of another volume (another UUID: the volume was destroyed and a new
+// one formatted in its place) are refused, and the client keeps its own.
+// Every heartbeat calls it.
+func (c *Client) ReloadFormat(ctx context.Context) error {
+	f, err := Load(ctx, c.st)
+	if err != nil {
+		return err
+	}
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
+	cur := c.settings.Load()
+	if *f == *cur {
+		return nil
+	}
+	if f.UUID != cur.UUID || f.Name != cur.Name {
+		return fmt.Errorf("the metadata engine now holds volume %q (UUID %s), not %q (UUID %s): unmount this one", f.Name, f.UUID, cur.Name, cur.UUID)
+	}
+	c.settings.Store(f)
+	c.log.Info("volume settings changed", "volume", f.Name, "capacity", f.Capacity, "inodes", f.Inodes,
+		"trashDays", f.TrashDays, "uploadLimitMbps", f.UploadLimit, "downloadLimitMbps", f.DownloadLimit)
+	if f.Storage != cur.Storage || f.Bucket != cur.Bucket || f.AccessKey != cur.AccessKey ||
+		f.SecretKey != cur.SecretKey || f.SessionToken != cur.SessionToken {
+		c.log.Warn("the volume's object storage or its credentials changed; this mount uses the old ones until it is mounted again",
+			"volume", f.Name, "storage", f.Storage, "bucket", f.Bucket)
+	}
+	if c.conf.OnFormatChange != nil {
+		cp := *f
+		c.conf.OnFormatChange(&cp)
+	}
+	return nil
+}
+
+// SessionLive reports whether a session whose last heartbeat was at beat
+// is live at now, by the rule CleanStaleSessions applies with a session
+// timeout of timeout: a session silent for longer is stale, and any live
+// client cleans up after it.
+func SessionLive(beat, now time.Time, timeout time.Duration) bool {
+	return beat.Unix() >= now.Add(-timeout).Unix()
+}
 
 // CleanStaleSessions cleans up after sessions whose heartbeat is older than
 // the session timeout: mounts that died without unmounting. Their locks
@@ -26,9 +114,9 @@ func (c *Client) CleanStaleSessions(ctx context.Context) error {
 			return err
 		}
 		stale = stale[:0]
-		limit := c.conf.Now().Add(-c.conf.SessionTimeout).Unix()
+		now := c.conf.Now()
 		for _, s := range ss {
-			if s.Sid != c.sid && s.Heartbeat < limit {
+			if s.Sid != c.sid && !SessionLive(time.Unix(s.Heartbeat, 0), now, c.conf.SessionTimeout) {
 				stale = append(stale, s.Sid)
 			}
 		}

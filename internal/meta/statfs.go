@@ -50,7 +50,8 @@ func (c *Client) StatFS(ctx context.Context) (StatFS, error) {
 	}
 	space, inodes = max(space, 0), max(inodes, 0)
 	var st StatFS
-	st.TotalSpace = c.format.Capacity
+	f := c.Format()
+	st.TotalSpace = f.Capacity
 	if st.TotalSpace == 0 {
 		st.TotalSpace = roomFor(unlimited, uint64(space))
 	}
@@ -58,7 +59,7 @@ func (c *Client) StatFS(ctx context.Context) (StatFS, error) {
 		st.AvailSpace = st.TotalSpace - uint64(space)
 	}
 	st.UsedInodes = uint64(inodes)
-	total := c.format.Inodes
+	total := f.Inodes
 	if total == 0 {
 		total = roomFor(10<<20, uint64(inodes))
 	}
@@ -80,14 +81,15 @@ func roomFor(total, used uint64) uint64 {
 
 // checkSpaceQuota refuses growth past the volume's capacity.
 func (c *Client) checkSpaceQuota(tx store.Tx, grow int64) error {
-	if c.format.Capacity == 0 || grow <= 0 {
+	capacity := c.Format().Capacity
+	if capacity == 0 || grow <= 0 {
 		return nil
 	}
 	space, _, err := c.usageTx(tx)
 	if err != nil {
 		return err
 	}
-	if uint64(space+grow) > c.format.Capacity {
+	if uint64(space+grow) > capacity {
 		return syscall.ENOSPC
 	}
 	return nil
@@ -95,14 +97,15 @@ func (c *Client) checkSpaceQuota(tx store.Tx, grow int64) error {
 
 // checkInodeQuota refuses a new inode past the volume's inode limit.
 func (c *Client) checkInodeQuota(ctx context.Context) error {
-	if c.format.Inodes == 0 {
+	limit := c.Format().Inodes
+	if limit == 0 {
 		return nil
 	}
 	_, inodes, err := c.usage(ctx)
 	if err != nil {
 		return err
 	}
-	if uint64(inodes) >= c.format.Inodes {
+	if uint64(inodes) >= limit {
 		return syscall.ENOSPC
 	}
 	return nil

@@ -69,7 +69,7 @@ func checkNewEntry(parent Ino, name []byte) error {
 	return nil
 }
 
-func (c *Client) trashEnabled() bool { return c.trashDays.Load() > 0 }
+func (c *Client) trashEnabled() bool { return c.Format().TrashDays > 0 }
 
 // trashDirNode returns the attributes of a new trash directory.
 func trashDirNode(ino, parent Ino, now time.Time) *Attr {
@@ -167,7 +167,7 @@ func (c *Client) CleanTrash(ctx context.Context) error {
 		return err
 	}
 	now := c.conf.Now()
-	keep := time.Duration(c.trashDays.Load()) * 24 * time.Hour
+	keep := time.Duration(c.Format().TrashDays) * 24 * time.Hour
 	var after []byte
 	for {
 		var es []store.Edge
@@ -263,21 +263,20 @@ func (c *Client) cleanTrashLease(ctx context.Context) (bool, error) {
 	return won, err
 }
 
-// ExpireTrash reloads the volume's TrashDays (a re-format may have changed
-// it), then runs CleanTrash when it is due and this client wins the
-// volume's lease for it (see cleanTrashLease), and reports whether it ran.
-// Every mount calls it about once a minute.
+// ExpireTrash reloads the volume's settings (ReloadFormat: a re-format may
+// have changed TrashDays since the last heartbeat), then runs CleanTrash
+// when it is due and this client wins the volume's lease for it (see
+// cleanTrashLease), and reports whether it ran. Every mount calls it
+// about once a minute.
 func (c *Client) ExpireTrash(ctx context.Context) (bool, error) {
 	c.recent.forget() // see recentDirs: before, and after the change commits
 	defer c.recent.forget()
 	if c.conf.ReadOnly {
 		return false, nil
 	}
-	f, err := Load(ctx, c.st)
-	if err != nil {
+	if err := c.ReloadFormat(ctx); err != nil {
 		return false, fmt.Errorf("reload volume settings: %w", err)
 	}
-	c.trashDays.Store(int32(f.TrashDays))
 	won, err := c.cleanTrashLease(ctx)
 	if err != nil || !won {
 		return false, err

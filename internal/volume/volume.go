@@ -60,6 +60,7 @@ type Volume struct {
 	objects object.Store
 	sealed  object.Store
 	metrics *metrics.Store
+	limits  *limit.Store // bandwidth limits, which follow the volume's settings
 	chunks  *chunk.Store
 	client  *meta.Client
 	fs      *vfs.VFS
@@ -94,7 +95,7 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	if opts.Level < Data {
 		return v, nil
 	}
-	if v.objects, v.sealed, v.metrics, err = openObjects(v.format, &opts); err != nil {
+	if v.objects, v.sealed, v.metrics, v.limits, err = openObjects(v.format, &opts); err != nil {
 		return v, err
 	}
 	if opts.Level < Client {
@@ -111,6 +112,16 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	}
 	if mconf.Logger == nil {
 		mconf.Logger = opts.logger()
+	}
+	// The client reloads the settings every heartbeat; the bandwidth
+	// limits follow the volume's (`sluice config`) unless the options
+	// set their own.
+	objects, onChange := opts.Objects, mconf.OnFormatChange
+	mconf.OnFormatChange = func(f *meta.Format) {
+		v.limits.SetRate(bandwidth(f, &objects))
+		if onChange != nil {
+			onChange(f)
+		}
 	}
 	if v.client, err = meta.NewClient(ctx, v.st, mconf); err != nil {
 		return v, err
@@ -282,36 +293,30 @@ func (v *Volume) Close(ctx context.Context) error {
 // WrapBucket hook, the volume's layout, metrics, limits and retries. It
 // also returns the stack of objects that are not blocks (see
 // Volume.SealedObjects): the layout without compression, with retries.
-func openObjects(f *meta.Format, opts *Options) (blocks, sealed object.Store, _ *metrics.Store, err error) {
+func openObjects(f *meta.Format, opts *Options) (blocks, sealed object.Store, _ *metrics.Store, _ *limit.Store, err error) {
 	bucket, err := openBucket(f, opts)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if opts.WrapBucket != nil {
 		if bucket, err = opts.WrapBucket(bucket); err != nil {
-			return nil, nil, nil, fmt.Errorf("object storage: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("object storage: %w", err)
 		}
 	}
 	enc, err := sealedLayout(bucket, f, opts.Passphrase)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	s, err := compress.New(enc, f.Compression)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	m := metrics.New(s)
 	o := opts.Objects
-	upload, download := o.UploadLimit, o.DownloadLimit
-	if upload == 0 {
-		upload = f.UploadLimit * 1e6 / 8 // Mbps to bytes per second
-	}
-	if download == 0 {
-		download = f.DownloadLimit * 1e6 / 8
-	}
+	upload, download := bandwidth(f, &o)
 	l, err := limit.New(m, limit.Config{MaxDownloads: o.MaxDownloads, UploadLimit: upload, DownloadLimit: download})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	log := opts.logger()
 	conf := retry.Config{
@@ -321,12 +326,26 @@ func openObjects(f *meta.Format, opts *Options) (blocks, sealed object.Store, _ 
 			log.Warn("object storage: retrying", "op", op, "key", key, "attempt", attempt, "err", err, "wait", wait)
 		}}
 	if blocks, err = retry.New(l, conf); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if sealed, err = retry.New(enc, conf); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return blocks, sealed, m, nil
+	return blocks, sealed, m, l, nil
+}
+
+// bandwidth returns the upload and download limits of the object
+// storage stack in bytes per second: each the options' when set, else the
+// volume's (Mbps in its settings), else 0 (unlimited).
+func bandwidth(f *meta.Format, o *ObjectOptions) (upload, download int64) {
+	upload, download = o.UploadLimit, o.DownloadLimit
+	if upload == 0 {
+		upload = f.UploadLimit * 1e6 / 8 // Mbps to bytes per second
+	}
+	if download == 0 {
+		download = f.DownloadLimit * 1e6 / 8
+	}
+	return upload, download
 }
 
 // openBucket opens the volume's raw bucket with the stored credentials,

@@ -174,11 +174,14 @@ type Tx interface {
 
 	// Counter returns a named counter (0 when unset).
 	Counter(name string) (int64, error)
-	// SetCounter stores a named counter.
+	// SetCounter stores a named counter; 0 deletes its record, which
+	// Counter cannot tell from a stored 0.
 	SetCounter(name string, v int64)
 
 	// Setting returns the volume settings blob, or ErrNotFound.
 	Setting() ([]byte, error)
+	// SetSetting stores the volume settings blob; an empty one deletes it,
+	// so that a destroyed volume leaves no record (meta.Destroy).
 	SetSetting(v []byte)
 
 	// Sessions lists registered sessions.

@@ -55,7 +55,8 @@ func newFakeStore(t *testing.T, up, down int64) (*Store, *fakeClock) {
 		t.Fatal(err)
 	}
 	c := &fakeClock{now: time.Unix(1e9, 0)}
-	s.up, s.down = newThrottle(up, c), newThrottle(down, c)
+	s.clock = c
+	s.SetRate(up, down)
 	return s, c
 }
 
@@ -116,5 +117,61 @@ func TestBandwidthHonoursContext(t *testing.T) {
 	err := s.Put(ctx, "k", bytes.NewReader(make([]byte, 5000)))
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Put error = %v, want Canceled", err)
+	}
+}
+
+// TestSetRate checks that SetRate changes the limits of a live Store:
+// for transfers that start after it, and for the rest of a limited
+// download under way.
+func TestSetRate(t *testing.T) {
+	const size = 1_000_000
+	ctx := context.Background()
+	s, c := newFakeStore(t, 0, 0)
+	put := func(want time.Duration) {
+		t.Helper()
+		before := c.Slept()
+		if err := s.Put(ctx, "k", bytes.NewReader(make([]byte, size))); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Slept() - before; !near(got, want) {
+			t.Errorf("Put of %d bytes waited %v, want %v", size, got, want)
+		}
+	}
+	put(0)
+	s.SetRate(100_000, 200_000)
+	if up, down := s.Rate(); up != 100_000 || down != 200_000 {
+		t.Errorf("Rate() = %d, %d; want 100000, 200000", up, down)
+	}
+	put(9 * time.Second) // the first 100 000 bytes are the burst
+	s.SetRate(1_000_000, 0)
+	put(0) // a fresh burst of 1 MB covers it all
+	s.SetRate(0, 0)
+	put(0)
+	if up, down := s.Rate(); up != 0 || down != 0 {
+		t.Errorf("Rate() after lifting the limits = %d, %d; want 0, 0", up, down)
+	}
+
+	// A download that starts limited is charged at the rate of the
+	// moment each piece is read.
+	s.SetRate(0, 100_000)
+	rc, err := s.Get(ctx, "k", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	before := c.Slept()
+	if _, err := io.CopyN(io.Discard, rc, 500_000); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Slept() - before; !near(got, 4*time.Second) {
+		t.Errorf("first half at 100 kB/s waited %v, want 4s", got)
+	}
+	s.SetRate(0, 0)
+	before = c.Slept()
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Slept() - before; got != 0 {
+		t.Errorf("second half after lifting the limit waited %v, want 0", got)
 	}
 }

@@ -9,7 +9,9 @@
 // Get's stream, in pieces of at most one token-bucket burst (one second of
 // traffic, at most 1 MiB), so a transfer starts at once and then settles
 // at the limit. Head, List and Delete move no data and pass through.
-// Every wait honours the caller's context.
+// Every wait honours the caller's context. SetRate changes the bandwidth
+// limits of a live Store (`sluice config --upload-limit` reaching a
+// mount).
 package limit
 
 import (
@@ -17,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -70,7 +73,10 @@ type Store struct {
 	inner     object.Store
 	uploads   slots
 	downloads slots
-	up, down  *throttle // nil when unlimited
+	clock     clock
+	// up and down hold the bandwidth throttles, nil when unlimited;
+	// SetRate replaces them.
+	up, down atomic.Pointer[throttle]
 }
 
 var (
@@ -83,13 +89,28 @@ func New(s object.Store, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{
+	l := &Store{
 		inner:     s,
 		uploads:   newSlots(cfg.MaxUploads),
 		downloads: newSlots(cfg.MaxDownloads),
-		up:        newThrottle(cfg.UploadLimit, realClock{}),
-		down:      newThrottle(cfg.DownloadLimit, realClock{}),
-	}, nil
+		clock:     realClock{},
+	}
+	l.SetRate(cfg.UploadLimit, cfg.DownloadLimit)
+	return l, nil
+}
+
+// SetRate changes the bandwidth limits, in bytes per second (0 or less:
+// unlimited), of transfers that start after it and of the rest of limited
+// transfers under way; each starts with a full burst.
+func (s *Store) SetRate(upload, download int64) {
+	s.up.Store(newThrottle(upload, s.clock))
+	s.down.Store(newThrottle(download, s.clock))
+}
+
+// Rate returns the bandwidth limits in bytes per second, 0 when
+// unlimited.
+func (s *Store) Rate() (upload, download int64) {
+	return s.up.Load().rate(), s.down.Load().rate()
 }
 
 // String returns the name of the wrapped store.
@@ -144,6 +165,14 @@ func newThrottle(bytesPerSec int64, c clock) *throttle {
 	return &throttle{lim: rate.NewLimiter(rate.Limit(bytesPerSec), burst), burst: burst, clock: c}
 }
 
+// rate returns the bytes per second of t, 0 for a nil (unlimited) t.
+func (t *throttle) rate() int64 {
+	if t == nil {
+		return 0
+	}
+	return int64(t.lim.Limit())
+}
+
 // wait charges n bytes, sleeping as long as the bucket needs to refill.
 func (t *throttle) wait(ctx context.Context, n int) error {
 	for n > 0 {
@@ -161,20 +190,25 @@ func (t *throttle) wait(ctx context.Context, n int) error {
 	return nil
 }
 
-// reader charges the bytes read from r to a throttle.
+// reader charges the bytes read from r to the throttle t holds when
+// they are read (none when it holds nil: the limit was lifted).
 type reader struct {
 	ctx context.Context
 	r   io.Reader
-	t   *throttle
+	t   *atomic.Pointer[throttle]
 }
 
 func (r *reader) Read(p []byte) (int, error) {
-	if len(p) > r.t.burst {
-		p = p[:r.t.burst]
+	t := r.t.Load()
+	if t == nil {
+		return r.r.Read(p)
+	}
+	if len(p) > t.burst {
+		p = p[:t.burst]
 	}
 	n, err := r.r.Read(p)
 	if n > 0 {
-		if werr := r.t.wait(r.ctx, n); werr != nil {
+		if werr := t.wait(r.ctx, n); werr != nil {
 			return n, fmt.Errorf("bandwidth limit: %w", werr)
 		}
 	}
@@ -193,8 +227,8 @@ func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadC
 		return nil, err
 	}
 	out := &download{rc: rc, r: rc, release: s.downloads.release}
-	if s.down != nil {
-		out.r = &reader{ctx: ctx, r: rc, t: s.down}
+	if s.down.Load() != nil {
+		out.r = &reader{ctx: ctx, r: rc, t: &s.down}
 	}
 	return out, nil
 }
@@ -221,8 +255,10 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 		return fmt.Errorf("%s: put %q: wait for an upload slot: %w", s, key, err)
 	}
 	defer s.uploads.release()
-	if s.up != nil {
-		r = &reader{ctx: ctx, r: r, t: s.up}
+	if s.up.Load() != nil {
+		// Only then: a bare reader keeps what backends use to size the
+		// upload (Len, Seek).
+		r = &reader{ctx: ctx, r: r, t: &s.up}
 	}
 	return s.inner.Put(ctx, key, r)
 }

@@ -560,6 +560,10 @@ func (t *tx) Counter(name string) (int64, error) {
 }
 
 func (t *tx) SetCounter(name string, v int64) {
+	if v == 0 {
+		t.exec("DELETE FROM @counter WHERE name = ?", []byte(name))
+		return
+	}
 	t.exec(t.s.upsert("counter", []string{"name"}, []string{"value"}), []byte(name), v)
 }
 
@@ -568,7 +572,11 @@ func (t *tx) Setting() ([]byte, error) {
 }
 
 func (t *tx) SetSetting(v []byte) {
-	t.exec(t.s.upsert("setting", []string{"id"}, []string{"value"}), int64(1), nonNil(v))
+	if len(v) == 0 {
+		t.exec("DELETE FROM @setting WHERE id = 1")
+		return
+	}
+	t.exec(t.s.upsert("setting", []string{"id"}, []string{"value"}), int64(1), v)
 }
 
 // Sessions

@@ -340,11 +340,22 @@ func (x *tx) Counter(name string) (int64, error) {
 }
 
 func (x *tx) SetCounter(name string, v int64) {
+	if v == 0 {
+		x.t.Delete(append([]byte{'C'}, name...))
+		return
+	}
 	x.t.Set(append([]byte{'C'}, name...), be.AppendUint64(nil, uint64(v)))
 }
 
 func (x *tx) Setting() ([]byte, error) { return x.get([]byte{'S'}, "setting") }
-func (x *tx) SetSetting(v []byte)      { x.t.Set([]byte{'S'}, v) }
+
+func (x *tx) SetSetting(v []byte) {
+	if len(v) == 0 {
+		x.t.Delete([]byte{'S'})
+		return
+	}
+	x.t.Set([]byte{'S'}, v)
+}
 
 // Sessions
 

@@ -415,6 +415,7 @@ func testSliceRefsCounters(t *testing.T, st store.Store, _ Options) {
 	update(t, st, func(tx store.Tx) error {
 		tx.SetSliceRef(7, 100, 0)
 		tx.SetCounter("c", 0)
+		tx.SetSetting(nil)
 		return nil
 	})
 	view(t, st, func(tx store.Tx) error {
@@ -423,6 +424,9 @@ func testSliceRefsCounters(t *testing.T, st store.Store, _ Options) {
 		}
 		if v, err := tx.Counter("c"); err != nil || v != 0 {
 			return fmt.Errorf("Counter set to 0 = %d, %v", v, err)
+		}
+		if _, err := tx.Setting(); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("Setting after an empty SetSetting: %v; want ErrNotFound", err)
 		}
 		refs, err := scanAll(tx.ScanSliceRefs)
 		if err != nil {
