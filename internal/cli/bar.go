@@ -11,10 +11,7 @@ import (
 
 // stderrIsTerminal reports whether progress may be drawn: stderr is a
 // terminal. In scripts, commands show no progress.
-func stderrIsTerminal() bool {
-	fi, err := os.Stderr.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+func stderrIsTerminal() bool { return isTerminal(os.Stderr) }
 
 // progress is a spinner with a line of text on stderr, for long work whose
 // total is not known in advance (scans of gc, fsck, status --more,
