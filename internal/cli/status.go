@@ -22,15 +22,14 @@ func newStatus() *cobra.Command {
 		Long: `Print the settings of the volume in META-URL (secrets shown as "removed") and
 the sessions of the mounts using it: host, mount point, version, process id,
 last heartbeat, and what the metadata engine records of each: the files it
+has open (OpenFiles, as of its last heartbeat: a mount publishes them with
+each heartbeat rather than write at every open and close), the files it
 sustains (SustainedCount: files whose last name went while the mount held
 them open, deleted at its last close) and the locks it holds (LockCount:
-each flock, and each range of POSIX locks). Mounts do not record every
-open file in the engine (a write at each open and close would slow every
-workload), so the files a mount holds open that it neither locks nor
-sustains are not shown.
+each flock, and each range of POSIX locks).
 
-With --more, also list up to 100 sustained files and 100 locks of each
-session ("Sustained": inode, length, path; "Locks": inode, kind flock or
+With --more, also list up to 100 open files, 100 sustained files and 100
+locks of each session ("Open": inode, path; "Sustained": inode, length, path; "Locks": inode, kind flock or
 posix, type read or write, owner, and for posix the byte range and the
 process id; paths are found by walking up parent pointers, empty for a
 file with no name or names in several directories), and scan the whole
@@ -84,7 +83,15 @@ volume's metadata (which takes a while on a big one) to add:
 				if err != nil {
 					return err
 				}
-				out.Sessions = append(out.Sessions, newSessionStatus(s, d))
+				var paths map[meta.Ino]string
+				if more {
+					if paths, err = meta.Paths(ctx, v.Store(), s.Open); err != nil {
+						return err
+					}
+				} else {
+					s.Open = nil
+				}
+				out.Sessions = append(out.Sessions, newSessionStatus(s, d, paths))
 			}
 			if more {
 				prog := newProgress()
@@ -133,12 +140,20 @@ type sessionStatus struct {
 	PID        int
 	Started    string
 	Heartbeat  string
-	// SustainedCount and LockCount are always there; Sustained and Locks
-	// list some of them with --more.
+	// OpenFiles, SustainedCount and LockCount are always there; Open,
+	// Sustained and Locks list some of them with --more.
+	OpenFiles      int
 	SustainedCount int
 	LockCount      int
+	Open           []openFile      `json:",omitempty"`
 	Sustained      []sustainedFile `json:",omitempty"`
 	Locks          []lockStatus    `json:",omitempty"`
+}
+
+// openFile is one element of a session's "Open" array.
+type openFile struct {
+	Inode meta.Ino
+	Path  string
 }
 
 // sustainedFile is one element of a session's "Sustained" array.
@@ -167,10 +182,15 @@ type lockRange struct {
 	Pid        uint32
 }
 
-func newSessionStatus(s meta.SessionStatus, d *meta.SessionDetail) sessionStatus {
+// newSessionStatus builds the status of session s from its details d;
+// paths names its open files, with --more.
+func newSessionStatus(s meta.SessionStatus, d *meta.SessionDetail, paths map[meta.Ino]string) sessionStatus {
 	out := sessionStatus{Sid: s.Sid, Host: s.Host, MountPoint: s.MountPoint,
 		Version: s.Version, PID: s.PID, Started: time.Unix(s.Started, 0).UTC().Format(time.RFC3339),
-		Heartbeat: s.Heartbeat.UTC().Format(time.RFC3339), SustainedCount: d.SustainedCount, LockCount: d.LockCount}
+		Heartbeat: s.Heartbeat.UTC().Format(time.RFC3339), OpenFiles: s.OpenFiles, SustainedCount: d.SustainedCount, LockCount: d.LockCount}
+	for _, ino := range s.Open {
+		out.Open = append(out.Open, openFile{Inode: ino, Path: paths[ino]})
+	}
 	for _, f := range d.Sustained {
 		out.Sustained = append(out.Sustained, sustainedFile{Inode: f.Ino, Length: f.Length, Path: f.Path})
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // statusOutput is the part of `sluice status --more`'s JSON that
@@ -16,6 +17,11 @@ type statusOutput struct {
 	Sessions []struct {
 		Sid            uint64
 		MountPoint     string
+		OpenFiles      int
+		Open           []struct {
+			Inode uint64
+			Path  string
+		}
 		SustainedCount int
 		LockCount      int
 		Sustained      []statusFile
@@ -55,7 +61,7 @@ type statusLock struct {
 // that one file and its bytes.
 func TestStatusMoreShowsOpenFilesLocksAndTrash(t *testing.T) {
 	v := newVolume(t, "--trash-days", "1")
-	v.mount(t)
+	v.mount(t, "--heartbeat", "1s") // mounts publish their open files with each heartbeat
 
 	open := func(name string, size int, flags int) (*os.File, uint64) {
 		t.Helper()
@@ -93,15 +99,30 @@ func TestStatusMoreShowsOpenFilesLocksAndTrash(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out := mustSluice(t, "status", "--more", v.metaURL)
+	var out string
 	var got statusOutput
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("status --more printed no JSON: %v\n%s", err, out)
-	}
-	if len(got.Sessions) != 1 {
-		t.Fatalf("status --more: %d sessions, want the mount's:\n%s", len(got.Sessions), out)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		out = mustSluice(t, "status", "--more", v.metaURL)
+		got = statusOutput{}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("status --more printed no JSON: %v\n%s", err, out)
+		}
+		if len(got.Sessions) != 1 {
+			t.Fatalf("status --more: %d sessions, want the mount's:\n%s", len(got.Sessions), out)
+		}
+		if got.Sessions[0].OpenFiles == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // until the next heartbeat
 	}
 	s := got.Sessions[0]
+	open3 := map[uint64]string{}
+	for _, f := range s.Open {
+		open3[f.Inode] = f.Path
+	}
+	if want := map[uint64]string{flockedIno: "/flocked", plockedIno: "/plocked", heldIno: ""}; s.OpenFiles != 3 || !reflect.DeepEqual(open3, want) {
+		t.Errorf("open files: %d %v, want 3: %v:\n%s", s.OpenFiles, open3, want, out)
+	}
 	if s.MountPoint != v.mnt || s.SustainedCount != 1 || s.LockCount != 2 {
 		t.Errorf("session of %s: %d sustained files and %d locks; want %s, 1 and 2:\n%s", s.MountPoint, s.SustainedCount, s.LockCount, v.mnt, out)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -127,6 +128,32 @@ type SessionInfo struct {
 	Version    string
 	PID        int
 	Started    int64
+	// OpenFiles is how many files the mount had open at its last
+	// heartbeat, and Open the inodes of up to OpenListed of them, lowest
+	// first: the mount publishes them with each heartbeat instead of a
+	// write at every open and close.
+	OpenFiles int   `json:",omitempty"`
+	Open      []Ino `json:",omitempty"`
+}
+
+// OpenListed bounds the open files a session record lists.
+const OpenListed = 100
+
+// openFiles returns how many files this client has open and the lowest
+// OpenListed of their inodes.
+func (c *Client) openFiles() (int, []Ino) {
+	c.mu.Lock()
+	inos := make([]Ino, 0, len(c.mu.open))
+	for ino := range c.mu.open {
+		inos = append(inos, ino)
+	}
+	c.mu.Unlock()
+	slices.Sort(inos)
+	n := len(inos)
+	if n > OpenListed {
+		inos = inos[:OpenListed]
+	}
+	return n, inos
 }
 
 // Client is one mount's handle on a volume's metadata.

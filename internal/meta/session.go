@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,20 +11,30 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-// heartbeat stamps this session's record, then reloads the volume's
+// heartbeat stamps this session's record with the time and the files
+// the mount has open (for `sluice status`), then reloads the volume's
 // settings (ReloadFormat), so that a change by `sluice config` reaches
 // every mount within a heartbeat.
 func (c *Client) heartbeat(ctx context.Context) error {
+	n, open := c.openFiles()
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		ss, err := tx.Sessions()
 		if err != nil {
 			return err
 		}
 		for _, s := range ss {
-			if s.Sid == c.sid {
-				s.Heartbeat = c.conf.Now().Unix()
-				tx.SetSession(s)
+			if s.Sid != c.sid {
+				continue
 			}
+			s.Heartbeat = c.conf.Now().Unix()
+			var rec sessionRecord
+			if json.Unmarshal(s.Info, &rec) == nil {
+				rec.OpenFiles, rec.Open = n, open
+				if b, err := json.Marshal(rec); err == nil {
+					s.Info = b
+				}
+			}
+			tx.SetSession(s)
 		}
 		return nil
 	})
