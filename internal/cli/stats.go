@@ -50,10 +50,11 @@ compare the FUSE latency with the metadata and object storage latencies.
                resident memory), buf (bytes the write buffers of open
                files hold; --buffer-size bounds them); with --verbosity 1
                also cache (bytes in the block cache, memory and disk)
-  f  fuse:     ops (requests/s), lat (their average latency, ms), rdops and
-               wrops (read and write requests/s); with --verbosity 1 also
-               err (requests/s that failed, ENOENT aside), rdlat and wrlat
-               (ms)
+  f  fuse:     ops (requests/s), lat (their average latency, ms), read and
+               write (bytes/s applications read and wrote); with
+               --verbosity 1 also rdops and wrops (read and write
+               requests/s), err (requests/s that failed, ENOENT aside),
+               rdlat and wrlat (ms)
   m  meta:     txn (metadata transactions/s), lat (ms), rtry (transactions
                run again after a conflict /s); with --verbosity 1 also wtxn
                (write transactions/s) and wlat (ms)
@@ -323,6 +324,8 @@ func statScaled(f statFn, k float64) statFn {
 const (
 	famFuseOps      = "sluice_fuse_ops_duration_seconds"
 	famFuseErrors   = "sluice_fuse_ops_errors_total"
+	famFuseRead     = "sluice_fuse_read_bytes_total"
+	famFuseWritten  = "sluice_fuse_written_bytes_total"
 	famMetaTx       = "sluice_meta_transaction_duration_seconds"
 	famMetaRestarts = "sluice_meta_transaction_restarts_total"
 	famObjRequests  = "sluice_object_requests_total"
@@ -402,11 +405,13 @@ func statsSchema(schema string, verbosity int) ([]statsGroup, error) {
 			g = statsGroup{"fuse", []statsColumn{
 				{"ops", statRate(famFuseOps, fieldCount), formatCount},
 				{"lat", statAvgMillis(famFuseOps), formatMillis},
-				{"rdops", statRate(famFuseOps, fieldCount, "method", "read"), formatCount},
-				{"wrops", statRate(famFuseOps, fieldCount, "method", "write"), formatCount},
+				{"read", statRate(famFuseRead, fieldValue), formatBytes},
+				{"write", statRate(famFuseWritten, fieldValue), formatBytes},
 			}}
 			if v1 {
 				g.cols = append(g.cols,
+					statsColumn{"rdops", statRate(famFuseOps, fieldCount, "method", "read"), formatCount},
+					statsColumn{"wrops", statRate(famFuseOps, fieldCount, "method", "write"), formatCount},
 					statsColumn{"err", statRate(famFuseErrors, fieldValue), formatCount},
 					statsColumn{"rdlat", statAvgMillis(famFuseOps, "method", "read"), formatMillis},
 					statsColumn{"wrlat", statAvgMillis(famFuseOps, "method", "write"), formatMillis})

@@ -29,6 +29,10 @@ sluice_fuse_ops_duration_seconds_sum{method="read"} 0.5
 sluice_fuse_ops_duration_seconds_count{method="read"} 10
 # TYPE sluice_fuse_ops_errors_total counter
 sluice_fuse_ops_errors_total{method="read"} 1
+# TYPE sluice_fuse_read_bytes_total counter
+sluice_fuse_read_bytes_total 1.048576e+06
+# TYPE sluice_fuse_written_bytes_total counter
+sluice_fuse_written_bytes_total 0
 # TYPE sluice_meta_transaction_duration_seconds histogram
 sluice_meta_transaction_duration_seconds_bucket{kind="read",le="+Inf"} 1000
 sluice_meta_transaction_duration_seconds_sum{kind="read"} 1
@@ -92,6 +96,10 @@ sluice_fuse_ops_duration_seconds_sum{method="write"} 0.4
 sluice_fuse_ops_duration_seconds_count{method="write"} 20
 # TYPE sluice_fuse_ops_errors_total counter
 sluice_fuse_ops_errors_total{method="read"} 5
+# TYPE sluice_fuse_read_bytes_total counter
+sluice_fuse_read_bytes_total 5.24288e+06
+# TYPE sluice_fuse_written_bytes_total counter
+sluice_fuse_written_bytes_total 2.097152e+06
 # TYPE sluice_meta_transaction_duration_seconds histogram
 sluice_meta_transaction_duration_seconds_bucket{kind="read",le="+Inf"} 1500
 sluice_meta_transaction_duration_seconds_sum{kind="read"} 1.5
@@ -185,6 +193,8 @@ func TestStatsRates(t *testing.T) {
 		{"usage", "cache", 6 << 20},            // both tiers
 		{"fuse", "ops", 130},                   // (200 lookups + 40 reads + 20 writes) / 2 s
 		{"fuse", "lat", 1400.0 / 260},          // (0.2 + 0.8 + 0.4) s / 260 requests, in ms
+		{"fuse", "read", 2 << 20},              // 4 MiB / 2 s
+		{"fuse", "write", 1 << 20},             //
 		{"fuse", "rdops", 20},                  //
 		{"fuse", "wrops", 10},                  //
 		{"fuse", "err", 2},                     // 4 / 2 s
@@ -241,8 +251,8 @@ func TestStatsLine(t *testing.T) {
 	writeStatsHeader(&b, groups)
 	b.WriteString(statsLine(groups, prev, cur) + "\n")
 	want := `------usage------ ---------fuse---------- ------meta------- ---------cache--------- --------------object--------------- --staging--
-  cpu   mem   buf|  ops   lat rdops wrops|  txn   lat  rtry|  hit  miss  hit% evict|  get   put  getB  putB   err   lat| blks bytes
- 50.0  200M  3.0M|  130  5.38    20    10|  300  2.50     2|   40    10  80.0     5|   10     2  4.0M  2.0M     1  50.0|    2  8.0M
+  cpu   mem   buf|  ops   lat  read write|  txn   lat  rtry|  hit  miss  hit% evict|  get   put  getB  putB   err   lat| blks bytes
+ 50.0  200M  3.0M|  130  5.38  2.0M  1.0M|  300  2.50     2|   40    10  80.0     5|   10     2  4.0M  2.0M     1  50.0|    2  8.0M
 `
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)

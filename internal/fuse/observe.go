@@ -265,6 +265,9 @@ func (o *observed) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.O
 func (o *observed) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gofuse.ReadResult, gofuse.Status) {
 	start := time.Now()
 	res, st := o.RawFileSystem.Read(cancel, in, buf)
+	if st == gofuse.OK && res != nil && o.metrics != nil {
+		o.metrics.FuseRead(res.Size())
+	}
 	o.done("read", &in.InHeader, start, st, func(b []byte) []byte {
 		b = u(comma(u(comma(u(comma(u(b, in.NodeId)), in.Fh)), in.Offset)), uint64(in.Size))
 		b = result(b, st)
@@ -279,6 +282,9 @@ func (o *observed) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (
 func (o *observed) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
 	start := time.Now()
 	n, st := o.RawFileSystem.Write(cancel, in, data)
+	if st == gofuse.OK && o.metrics != nil {
+		o.metrics.FuseWritten(int(n))
+	}
 	o.done("write", &in.InHeader, start, st, func(b []byte) []byte {
 		b = u(comma(u(comma(u(comma(u(b, in.NodeId)), in.Fh)), in.Offset)), uint64(len(data)))
 		b = result(b, st)

@@ -37,6 +37,8 @@ type Mount struct {
 
 	fuseOps    *prometheus.HistogramVec
 	fuseErrors *prometheus.CounterVec
+	fuseRead   prometheus.Counter
+	fuseWrite  prometheus.Counter
 	txs        *prometheus.HistogramVec
 	txRestarts *prometheus.CounterVec
 
@@ -58,6 +60,14 @@ func New() *Mount {
 		Name: "sluice_fuse_ops_errors_total",
 		Help: "FUSE operations answered with an error other than ENOENT, by method.",
 	}, []string{"method"})
+	m.fuseRead = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_fuse_read_bytes_total",
+		Help: "Bytes the mount returned to read requests.",
+	})
+	m.fuseWrite = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_fuse_written_bytes_total",
+		Help: "Bytes of the write requests the mount took.",
+	})
 	m.txs = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_meta_transaction_duration_seconds",
 		Help:    "Metadata engine transactions by kind (read or write): how long each took, retries included.",
@@ -67,7 +77,7 @@ func New() *Mount {
 		Name: "sluice_meta_transaction_restarts_total",
 		Help: "Metadata engine transactions run again after a conflict, by kind.",
 	}, []string{"kind"})
-	m.reg.MustRegister(m.fuseOps, m.fuseErrors, m.txs, m.txRestarts,
+	m.reg.MustRegister(m.fuseOps, m.fuseErrors, m.fuseRead, m.fuseWrite, m.txs, m.txRestarts,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 	return m
@@ -98,6 +108,12 @@ func (m *Mount) FuseOp(method string, d time.Duration, failed bool) {
 		m.fuseErrors.WithLabelValues(method).Inc()
 	}
 }
+
+// FuseRead records bytes returned to a read request.
+func (m *Mount) FuseRead(n int) { m.fuseRead.Add(float64(n)) }
+
+// FuseWritten records bytes a write request brought.
+func (m *Mount) FuseWritten(n int) { m.fuseWrite.Add(float64(n)) }
 
 // WriteText writes every metric in the Prometheus text format.
 func (m *Mount) WriteText(w io.Writer) error {
