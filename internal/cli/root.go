@@ -38,6 +38,7 @@ Quick start:
 	root.AddCommand(newObjbench())
 	root.AddCommand(newBench())
 	root.AddCommand(newConfig(), newDestroy())
+	root.AddCommand(newInfo(), newSummary(), newWarmup(), newRmr())
 	root.AddCommand(newProfile(), newStats())
 	return root
 }

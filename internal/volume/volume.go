@@ -134,7 +134,9 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	}
 	vc := vfsConfig(v.chunks, v.client, &opts)
 	vc.Stats = v.telemetry.WriteText
+	tools := addToolControls(&vc, v.chunks, v.client) // info, summary, warmup, rmr (controls.go)
 	v.fs = vfs.New(v.client, v.chunks, vc)
+	tools.fs.Store(v.fs)
 	if err := v.registerMetrics(); err != nil {
 		return v, fmt.Errorf("register metrics: %w", err)
 	}
