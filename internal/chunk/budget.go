@@ -48,3 +48,10 @@ func (b *budget) release(n int64) {
 	b.cond.Broadcast()
 	b.mu.Unlock()
 }
+
+// inUse returns the bytes taken.
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}

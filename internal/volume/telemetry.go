@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicefs/sluice/internal/chunk"
+	"github.com/sluicefs/sluice/internal/chunk/cache"
 	"github.com/sluicefs/sluice/internal/telemetry"
 	"github.com/sluicefs/sluice/internal/vfs"
 )
@@ -31,6 +33,7 @@ func (v *Volume) registerMetrics() error {
 	}
 	cs := []prometheus.Collector{
 		v.metrics,
+		newCacheCollector(v.chunks.CacheStats),
 		counter("sluice_compaction_chunks_total", "Chunks whose slice list this mount compacted.",
 			comp(func(c vfs.CompactionStats) float64 { return float64(c.Chunks) })),
 		counter("sluice_compaction_dropped_entries_total", "Slice list entries dropped because nothing showed them.",
@@ -88,4 +91,58 @@ func (v *Volume) usage() usageFigures {
 		v.usageAt = time.Now()
 	}
 	return v.usageLast
+}
+
+// cacheCollector reports the chunk store's block caches, per tier, and
+// its write buffers, from one CacheStats per scrape.
+type cacheCollector struct {
+	stats                                 func() chunk.CacheStats
+	hits, misses, evictions, bytes, count *prometheus.Desc
+	bufUsed, bufSize                      *prometheus.Desc
+}
+
+func newCacheCollector(stats func() chunk.CacheStats) *cacheCollector {
+	tier := []string{"tier"}
+	return &cacheCollector{
+		stats: stats,
+		hits: prometheus.NewDesc("sluice_blockcache_hits_total",
+			"Block cache lookups that found the block, by tier (memory, disk).", tier, nil),
+		misses: prometheus.NewDesc("sluice_blockcache_misses_total",
+			"Block cache lookups that did not find the block, by tier.", tier, nil),
+		evictions: prometheus.NewDesc("sluice_blockcache_evictions_total",
+			"Blocks dropped from the cache to make room or keep the free-space ratio, by tier.", tier, nil),
+		bytes: prometheus.NewDesc("sluice_blockcache_bytes",
+			"Bytes the cached blocks take, by tier (on disk, file sizes with checksums).", tier, nil),
+		count: prometheus.NewDesc("sluice_blockcache_blocks",
+			"Blocks cached, by tier.", tier, nil),
+		bufUsed: prometheus.NewDesc("sluice_buffer_used_bytes",
+			"Bytes the write buffers of open files hold.", nil, nil),
+		bufSize: prometheus.NewDesc("sluice_buffer_size_bytes",
+			"Limit of the write buffers (--buffer-size): beyond it writers upload and wait.", nil, nil),
+	}
+}
+
+// Describe sends the descriptions of the metrics.
+func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.hits, c.misses, c.evictions, c.bytes, c.count, c.bufUsed, c.bufSize} {
+		ch <- d
+	}
+}
+
+// Collect sends the current figures. The disk tier is always reported,
+// at zero without a disk cache, so that its series do not come and go.
+func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	for _, t := range []struct {
+		name string
+		s    cache.Stats
+	}{{"memory", st.Memory}, {"disk", st.Disk}} {
+		ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(t.s.Hits), t.name)
+		ch <- prometheus.MustNewConstMetric(c.misses, prometheus.CounterValue, float64(t.s.Misses), t.name)
+		ch <- prometheus.MustNewConstMetric(c.evictions, prometheus.CounterValue, float64(t.s.Evictions), t.name)
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(t.s.Bytes), t.name)
+		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(t.s.Blocks), t.name)
+	}
+	ch <- prometheus.MustNewConstMetric(c.bufUsed, prometheus.GaugeValue, float64(st.BufferUsed))
+	ch <- prometheus.MustNewConstMetric(c.bufSize, prometheus.GaugeValue, float64(st.BufferSize))
 }

@@ -80,6 +80,7 @@ type Disk struct {
 	closed   atomic.Bool
 	wg       sync.WaitGroup // writers and scanners
 	lastWarn atomic.Int64   // unix nanoseconds of the last warning
+	counts   counters       // atomic: lookups and evictions
 }
 
 // diskDir is one cache directory.
@@ -220,6 +221,12 @@ func validKey(key string) bool {
 // a cached file, or a staged one. A file that fails its checksums is
 // removed and reported as a miss.
 func (d *Disk) Get(key string) ([]byte, bool) {
+	b, ok := d.get(key)
+	d.counts.count(ok)
+	return b, ok
+}
+
+func (d *Disk) get(key string) ([]byte, bool) {
 	if !validKey(key) {
 		return nil, false
 	}
@@ -261,6 +268,12 @@ func (d *Disk) Get(key string) ([]byte, bool) {
 // stay open between reads (see DiskConfig.OpenFiles), so that a hit costs
 // one pread and the checksums of the pages read.
 func (d *Disk) ReadAt(key string, p []byte, off int64) bool {
+	ok := d.readAt(key, p, off)
+	d.counts.count(ok)
+	return ok
+}
+
+func (d *Disk) readAt(key string, p []byte, off int64) bool {
 	if !validKey(key) {
 		return false
 	}
@@ -378,6 +391,19 @@ func (d *Disk) Used() int64 {
 	return n
 }
 
+// Stats returns the cache's counters and the bytes and number of the
+// cached files indexed so far.
+func (d *Disk) Stats() Stats {
+	var used, blocks int64
+	for _, dd := range d.dirs {
+		dd.mu.Lock()
+		used += dd.mu.lru.used
+		blocks += int64(len(dd.mu.lru.index))
+		dd.mu.Unlock()
+	}
+	return d.counts.stats(used, blocks)
+}
+
 // Flush waits until the blocks queued by earlier Puts are written (or
 // dropped). It returns at once after Close, which writes them itself.
 func (d *Disk) Flush() {
@@ -427,6 +453,7 @@ func (dd *diskDir) forgetLocked(key string) {
 // removes their files.
 func (dd *diskDir) evictLocked(n int64) []string {
 	keys := dd.mu.lru.evict(n)
+	dd.d.counts.evictions.Add(uint64(len(keys)))
 	for _, key := range keys {
 		dd.mu.open.drop(key)
 		if dd.mu.gone != nil {

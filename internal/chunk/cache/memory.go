@@ -3,11 +3,13 @@ package cache
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 )
 
 // Memory is an in-memory LRU block cache bounded in bytes.
 type Memory struct {
 	capacity int64
+	counts   counters // atomic: lookups and evictions
 
 	mu struct {
 		sync.Mutex
@@ -35,6 +37,7 @@ func (m *Memory) Get(key string) ([]byte, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	el, ok := m.mu.index[key]
+	m.counts.count(ok)
 	if !ok {
 		return nil, false
 	}
@@ -57,6 +60,7 @@ func (m *Memory) Put(key string, data []byte) {
 	m.mu.used += int64(len(data))
 	for m.mu.used > m.capacity {
 		m.removeLocked(m.mu.lru.Back())
+		m.counts.evictions.Add(1)
 	}
 }
 
@@ -76,9 +80,54 @@ func (m *Memory) Used() int64 {
 	return m.mu.used
 }
 
+// Stats returns the cache's counters and what it holds.
+func (m *Memory) Stats() Stats {
+	m.mu.Lock()
+	used, blocks := m.mu.used, int64(len(m.mu.index))
+	m.mu.Unlock()
+	return m.counts.stats(used, blocks)
+}
+
 func (m *Memory) removeLocked(el *list.Element) {
 	e := el.Value.(*entry)
 	m.mu.lru.Remove(el)
 	delete(m.mu.index, e.key)
 	m.mu.used -= int64(len(e.data))
+}
+
+// Stats are the figures of one cache tier. Hits and misses count
+// lookups (Get, and Disk.ReadAt), so a block looked up twice before it
+// is fetched counts two misses; evictions count the blocks dropped to
+// make room or, on disk, to keep the free-space floor, not those removed
+// by Remove.
+type Stats struct {
+	Hits      uint64
+	Misses    uint64
+	Evictions uint64
+	// Bytes is what the held blocks take: their lengths in memory, the
+	// sizes of their files (checksums included) on disk.
+	Bytes int64
+	// Blocks is the number of blocks held (on disk: indexed so far;
+	// blocks queued for writing and staged blocks are not included).
+	Blocks int64
+}
+
+// counters are a tier's lookup and eviction counts, kept outside its
+// lock so that counting never waits.
+type counters struct {
+	hits, misses, evictions atomic.Uint64
+}
+
+// count counts a lookup: a hit when ok.
+func (c *counters) count(ok bool) {
+	if ok {
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
+	}
+}
+
+// stats returns the counts with the tier's contents.
+func (c *counters) stats(bytes, blocks int64) Stats {
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Bytes: bytes, Blocks: blocks}
 }
