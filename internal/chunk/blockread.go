@@ -21,24 +21,28 @@ func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, of
 	key := s.key(id, size, index)
 	want := s.blockLen(size, index)
 	if b, ok := s.mem.Get(key); ok && len(b) == want {
+		s.reads.add(fromMemory)
 		copy(p, b[off:])
 		return nil
 	}
 	if len(p) < want && !s.prefetch.busy(key) {
 		if s.disk != nil && s.disk.ReadAt(key, p, int64(off)) {
+			s.reads.add(fromDisk)
 			return nil
 		}
 		if s.conf.RangedReads {
 			if s.conf.Prefetch > 0 {
 				s.prefetch.whole(id, size, index)
 			}
+			s.reads.add(fromObjects)
 			return s.readRange(ctx, key, off, p)
 		}
 	}
-	b, err := s.block(ctx, id, size, index)
+	b, src, err := s.fetchBlock(ctx, id, size, index)
 	if err != nil {
 		return err
 	}
+	s.reads.add(src)
 	copy(p, b[off:])
 	return nil
 }

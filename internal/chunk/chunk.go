@@ -162,6 +162,7 @@ type Store struct {
 	// fault per 4 KiB on first touch, a quarter of a small write's time.
 	blockBufs *sync.Pool // nil when buffers cannot be recycled
 	syncs     *syncer    // deferred syncs of written blocks (sync.go); nil when off
+	reads     readCounts // where the application's block reads were served (stats.go)
 }
 
 // Open returns a Store over obj, which already applies the volume's prefix
@@ -300,18 +301,40 @@ func (s *Store) put(ctx context.Context, id uint64, index int, data []byte, c ca
 // (memory, then disk and its staged blocks) or the object store, which
 // fills the caches. A cached block of the wrong length is dropped.
 func (s *Store) block(ctx context.Context, id uint64, size uint32, index int) ([]byte, error) {
+	b, _, err := s.fetchBlock(ctx, id, size, index)
+	return b, err
+}
+
+// source is where a block read was served from.
+type source int
+
+const (
+	fromMemory source = iota
+	fromDisk
+	fromObjects // the reader waited for the object store
+)
+
+// fetchBlock is block, and tells where the block came from.
+func (s *Store) fetchBlock(ctx context.Context, id uint64, size uint32, index int) ([]byte, source, error) {
 	key := s.key(id, size, index)
 	want := s.blockLen(size, index)
+	if b, ok := s.mem.Get(key); ok && len(b) == want {
+		return b, fromMemory, nil
+	}
 	if b, ok := s.cached(key, want); ok {
-		return b, nil
+		return b, fromDisk, nil // or memory, filled by a fetch just now
 	}
 	// The fetch serves every reader that joins it, so it must not end
 	// with the context of the one that started it (an interrupted
 	// request): it runs detached, bounded by fetchTimeout, and each
 	// reader waits for it only as long as its own context lasts.
+	type fetched struct {
+		b   []byte
+		src source
+	}
 	ch := s.fetches.DoChan(key, func() (any, error) {
 		if b, ok := s.cached(key, want); ok {
-			return b, nil
+			return fetched{b, fromDisk}, nil
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
 		defer cancel()
@@ -325,16 +348,17 @@ func (s *Store) block(ctx context.Context, id uint64, size uint32, index int) ([
 			return nil, fmt.Errorf("read block %s: short or failed read: %w", key, err)
 		}
 		s.cache.Put(key, b)
-		return b, nil
+		return fetched{b, fromObjects}, nil
 	})
 	select {
 	case res := <-ch:
 		if res.Err != nil {
-			return nil, res.Err
+			return nil, fromObjects, res.Err
 		}
-		return res.Val.([]byte), nil
+		f := res.Val.(fetched)
+		return f.b, f.src, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("read block %s: %w", key, ctx.Err())
+		return nil, fromObjects, fmt.Errorf("read block %s: %w", key, ctx.Err())
 	}
 }
 

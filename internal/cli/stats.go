@@ -58,9 +58,9 @@ compare the FUSE latency with the metadata and object storage latencies.
   m  meta:     txn (metadata transactions/s), lat (ms), rtry (transactions
                run again after a conflict /s); with --verbosity 1 also wtxn
                (write transactions/s) and wlat (ms)
-  c  cache:    hit and miss (block reads/s served by the block cache, and
-               not served by any tier of it: the misses of the disk tier
-               when it is used, else of memory), hit% (hit/(hit+miss)),
+  c  cache:    hit and miss (block reads/s of applications served by
+               the block cache, memory or disk, and those that waited for
+               the object store), hit% (hit/(hit+miss)),
                evict (blocks evicted/s); with --verbosity 1 also mem and
                disk (bytes cached in each tier)
   o  object:   get and put (requests/s to object storage), getB and putB
@@ -343,21 +343,9 @@ const (
 	famRSS          = "process_resident_memory_bytes"
 )
 
-// cacheTiers are the tiers of the block cache, the one a read tries last
-// first.
-var cacheTiers = []string{"disk", "memory"}
-
-// cacheMisses is the block reads per second that no tier of the block
-// cache served: the misses of the last tier a read tries that has seen
-// any lookup, or of all series when they name no tier.
+// cacheMisses is the block reads per second that waited for the object
+// store.
 func cacheMisses(prev, cur *statsSample) (float64, bool) {
-	for _, tier := range cacheTiers {
-		h, _ := cur.value(famCacheHits, fieldValue, "tier", tier)
-		m, ok := cur.value(famCacheMisses, fieldValue, "tier", tier)
-		if ok && h+m > 0 {
-			return statRate(famCacheMisses, fieldValue, "tier", tier)(prev, cur)
-		}
-	}
 	return statRate(famCacheMisses, fieldValue)(prev, cur)
 }
 

@@ -217,7 +217,10 @@ func TestMetrics(t *testing.T) {
 	atLeast("blocks read", n, "sluice_blockcache_blocks", "tier", "memory")
 	atLeast("inodes", n+1, "sluice_used_inodes")
 	atLeast("space", n*size, "sluice_used_space_bytes")
-	for _, fam := range []string{"sluice_blockcache_hits_total", "sluice_blockcache_misses_total",
+	if _, ok := m.value("sluice_blockcache_misses_total"); !ok {
+		t.Errorf("no sluice_blockcache_misses_total")
+	}
+	for _, fam := range []string{"sluice_blockcache_hits_total",
 		"sluice_blockcache_evictions_total", "sluice_blockcache_bytes", "sluice_blockcache_blocks"} {
 		for _, tier := range []string{"memory", "disk"} {
 			if _, ok := m.value(fam, "tier", tier); !ok {

@@ -15,10 +15,10 @@ import (
 // TestStatusMoreShowsOpenFilesLocksAndTrash reads.
 type statusOutput struct {
 	Sessions []struct {
-		Sid            uint64
-		MountPoint     string
-		OpenFiles      int
-		Open           []struct {
+		Sid        uint64
+		MountPoint string
+		OpenFiles  int
+		Open       []struct {
 			Inode uint64
 			Path  string
 		}

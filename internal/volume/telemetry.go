@@ -106,9 +106,9 @@ func newCacheCollector(stats func() chunk.CacheStats) *cacheCollector {
 	return &cacheCollector{
 		stats: stats,
 		hits: prometheus.NewDesc("sluice_blockcache_hits_total",
-			"Block cache lookups that found the block, by tier (memory, disk).", tier, nil),
+			"Block reads of applications the block cache served, by tier (memory, disk).", tier, nil),
 		misses: prometheus.NewDesc("sluice_blockcache_misses_total",
-			"Block cache lookups that did not find the block, by tier.", tier, nil),
+			"Block reads of applications that waited for the object store.", nil, nil),
 		evictions: prometheus.NewDesc("sluice_blockcache_evictions_total",
 			"Blocks dropped from the cache to make room or keep the free-space ratio, by tier.", tier, nil),
 		bytes: prometheus.NewDesc("sluice_blockcache_bytes",
@@ -133,12 +133,13 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 // at zero without a disk cache, so that its series do not come and go.
 func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.stats()
+	ch <- prometheus.MustNewConstMetric(c.misses, prometheus.CounterValue, float64(st.Misses))
 	for _, t := range []struct {
 		name string
 		s    cache.Stats
-	}{{"memory", st.Memory}, {"disk", st.Disk}} {
-		ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(t.s.Hits), t.name)
-		ch <- prometheus.MustNewConstMetric(c.misses, prometheus.CounterValue, float64(t.s.Misses), t.name)
+		hits uint64
+	}{{"memory", st.Memory, st.MemoryHits}, {"disk", st.Disk, st.DiskHits}} {
+		ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(t.hits), t.name)
 		ch <- prometheus.MustNewConstMetric(c.evictions, prometheus.CounterValue, float64(t.s.Evictions), t.name)
 		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(t.s.Bytes), t.name)
 		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(t.s.Blocks), t.name)

@@ -80,7 +80,7 @@ type Disk struct {
 	closed   atomic.Bool
 	wg       sync.WaitGroup // writers and scanners
 	lastWarn atomic.Int64   // unix nanoseconds of the last warning
-	counts   counters       // atomic: lookups and evictions
+	counts   counters       // atomic: evictions
 }
 
 // diskDir is one cache directory.
@@ -221,12 +221,6 @@ func validKey(key string) bool {
 // a cached file, or a staged one. A file that fails its checksums is
 // removed and reported as a miss.
 func (d *Disk) Get(key string) ([]byte, bool) {
-	b, ok := d.get(key)
-	d.counts.count(ok)
-	return b, ok
-}
-
-func (d *Disk) get(key string) ([]byte, bool) {
 	if !validKey(key) {
 		return nil, false
 	}
@@ -268,12 +262,6 @@ func (d *Disk) get(key string) ([]byte, bool) {
 // stay open between reads (see DiskConfig.OpenFiles), so that a hit costs
 // one pread and the checksums of the pages read.
 func (d *Disk) ReadAt(key string, p []byte, off int64) bool {
-	ok := d.readAt(key, p, off)
-	d.counts.count(ok)
-	return ok
-}
-
-func (d *Disk) readAt(key string, p []byte, off int64) bool {
 	if !validKey(key) {
 		return false
 	}

@@ -9,7 +9,7 @@ import (
 // Memory is an in-memory LRU block cache bounded in bytes.
 type Memory struct {
 	capacity int64
-	counts   counters // atomic: lookups and evictions
+	counts   counters // atomic: evictions
 
 	mu struct {
 		sync.Mutex
@@ -37,7 +37,6 @@ func (m *Memory) Get(key string) ([]byte, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	el, ok := m.mu.index[key]
-	m.counts.count(ok)
 	if !ok {
 		return nil, false
 	}
@@ -95,14 +94,11 @@ func (m *Memory) removeLocked(el *list.Element) {
 	m.mu.used -= int64(len(e.data))
 }
 
-// Stats are the figures of one cache tier. Hits and misses count
-// lookups (Get, and Disk.ReadAt), so a block looked up twice before it
-// is fetched counts two misses; evictions count the blocks dropped to
-// make room or, on disk, to keep the free-space floor, not those removed
-// by Remove.
+// Stats are the figures of one cache tier. Evictions count the blocks
+// dropped to make room or, on disk, to keep the free-space floor, not
+// those removed by Remove. (Hits and misses are counted where reads are
+// served, by chunk.Store: a tier cannot tell a read from a re-check.)
 type Stats struct {
-	Hits      uint64
-	Misses    uint64
 	Evictions uint64
 	// Bytes is what the held blocks take: their lengths in memory, the
 	// sizes of their files (checksums included) on disk.
@@ -112,22 +108,13 @@ type Stats struct {
 	Blocks int64
 }
 
-// counters are a tier's lookup and eviction counts, kept outside its
-// lock so that counting never waits.
+// counters are a tier's eviction count, kept outside its lock so that
+// counting never waits.
 type counters struct {
-	hits, misses, evictions atomic.Uint64
-}
-
-// count counts a lookup: a hit when ok.
-func (c *counters) count(ok bool) {
-	if ok {
-		c.hits.Add(1)
-	} else {
-		c.misses.Add(1)
-	}
+	evictions atomic.Uint64
 }
 
 // stats returns the counts with the tier's contents.
 func (c *counters) stats(bytes, blocks int64) Stats {
-	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Bytes: bytes, Blocks: blocks}
+	return Stats{Evictions: c.evictions.Load(), Bytes: bytes, Blocks: blocks}
 }
