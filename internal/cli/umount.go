@@ -33,7 +33,11 @@ given, which detaches it at once.
 A mount with --writeback may hold blocks staged in its cache directory that
 are not uploaded yet; without --flush they stay there and the next mount of
 that cache directory uploads them. --flush waits until every staged block is
-uploaded before unmounting.`,
+uploaded before unmounting; it asks the mount through its control channel
+(the file .control at its root), which only root may do.`,
+		Example: `  sluice umount /mnt/vol
+  sluice umount --flush /mnt/vol     # a --writeback mount: upload staged blocks first
+  sluice umount --force /mnt/vol     # detach a busy mount`,
 		Args: exactArgs(1, "MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if flush {
