@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -20,6 +19,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicefs/sluice/internal/mountinfo"
 )
 
 // benchOptions are the settings of `sluice bench`.
@@ -153,9 +154,9 @@ func runBench(ctx context.Context, out io.Writer, path string, o *benchOptions) 
 	}
 	r := &benchReport{Path: dir, Threads: o.threads, BlockSize: o.blockSize, BigFileSize: o.bigFileSize,
 		SmallFileSize: o.smallFileSize, SmallFileCount: o.smallFileCount, Cache: cache}
-	if m, ok := findMount(dir); ok {
-		r.MountPoint, r.FSType, r.Source = m.point, m.fsType, m.source
-		r.Volume, r.Sluice = sluiceVolume(m)
+	if m, ok := mountinfo.Containing(dir); ok {
+		r.MountPoint, r.FSType, r.Source = m.Point, m.FSType, m.Source
+		r.Volume, r.Sluice = m.SluiceVolume()
 	}
 
 	// Ctrl-C and SIGTERM stop the work; the directory is removed either
@@ -488,60 +489,6 @@ func dropCache(names []string, all bool) error {
 		return fmt.Errorf("--drop-caches: %w", err)
 	}
 	return nil
-}
-
-// benchMount is the file system a path is on, from mountinfo.
-type benchMount struct {
-	point, fsType, source string
-}
-
-// findMount returns the mount that path (absolute, links resolved) is on.
-func findMount(path string) (benchMount, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return benchMount{}, false
-	}
-	defer f.Close()
-	return parseMountFor(f, path)
-}
-
-// parseMountFor returns the entry of mountinfo whose mount point holds
-// path: the longest such mount point, the last mounted of equals.
-func parseMountFor(mountinfo io.Reader, path string) (benchMount, bool) {
-	var best benchMount
-	found := false
-	sc := bufio.NewScanner(mountinfo)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, x := range fields {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || sep+2 >= len(fields) {
-			continue
-		}
-		point := unescapeMount(fields[4])
-		if point != "/" && path != point && !strings.HasPrefix(path, point+"/") {
-			continue
-		}
-		if !found || len(point) >= len(best.point) {
-			best = benchMount{point: point, fsType: fields[sep+1], source: unescapeMount(fields[sep+2])}
-			found = true
-		}
-	}
-	return best, found
-}
-
-// sluiceVolume reports whether m is a Sluice mount, and its volume's name.
-func sluiceVolume(m benchMount) (string, bool) {
-	name, named := strings.CutPrefix(m.source, "sluice:")
-	if m.fsType == "fuse.sluice" || (named && strings.HasPrefix(m.fsType, "fuse")) {
-		return name, true
-	}
-	return "", false
 }
 
 // benchReference holds the figures of one `sluice bench` run in

@@ -234,59 +234,6 @@ func TestBenchReferencesDocumented(t *testing.T) {
 	}
 }
 
-func TestParseMountFor(t *testing.T) {
-	const mountinfo = `22 1 253:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
-43 22 0:39 / /tmp/bvm rw,nosuid,nodev,relatime shared:5 - fuse.sluice sluice:bvol rw,user_id=0,group_id=0
-44 22 0:40 / /tmp/bvm2 rw,relatime - fuse.sluice sluice:other rw
-45 22 0:41 / /mnt/with\040space rw - fuse.sluice sluice:spaced rw
-46 22 0:42 / /stack rw - fuse.sluice sluice:under rw
-47 46 0:43 / /stack rw - tmpfs tmpfs rw
-48 22 0:44 / /stack/inner rw - fuse.sshfs me@host: rw
-bad line
-`
-	tests := []struct {
-		path, point, fsType, source string
-	}{
-		{"/tmp/bvm", "/tmp/bvm", "fuse.sluice", "sluice:bvol"},
-		{"/tmp/bvm/a/b", "/tmp/bvm", "fuse.sluice", "sluice:bvol"},
-		{"/tmp/bvm2", "/tmp/bvm2", "fuse.sluice", "sluice:other"},
-		{"/tmp/bvmx", "/", "ext4", "/dev/vda"},
-		{"/mnt/with space/x", "/mnt/with space", "fuse.sluice", "sluice:spaced"},
-		{"/stack/x", "/stack", "tmpfs", "tmpfs"},
-		{"/stack/inner/y", "/stack/inner", "fuse.sshfs", "me@host:"},
-		{"/", "/", "ext4", "/dev/vda"},
-	}
-	for _, tt := range tests {
-		m, ok := parseMountFor(strings.NewReader(mountinfo), tt.path)
-		want := benchMount{point: tt.point, fsType: tt.fsType, source: tt.source}
-		if !ok || m != want {
-			t.Errorf("mount of %s = %+v, %v; want %+v", tt.path, m, ok, want)
-		}
-	}
-	if m, ok := parseMountFor(strings.NewReader("44 22 0:40 / /tmp/x rw - fuse.sluice sluice:x rw\n"), "/home"); ok {
-		t.Errorf("mount of /home in a table without it = %+v", m)
-	}
-}
-
-func TestSluiceVolume(t *testing.T) {
-	tests := []struct {
-		fsType, source, name string
-		sluice               bool
-	}{
-		{"fuse.sluice", "sluice:vol", "vol", true},
-		{"fuse", "sluice:vol", "vol", true}, // mounted without a subtype
-		{"ext4", "/dev/vda", "", false},
-		{"fuse.sshfs", "me@host:", "", false},
-		{"tmpfs", "sluice:vol", "", false},
-	}
-	for _, tt := range tests {
-		name, ok := sluiceVolume(benchMount{point: "/m", fsType: tt.fsType, source: tt.source})
-		if name != tt.name || ok != tt.sluice {
-			t.Errorf("sluiceVolume(%s %s) = %q, %v; want %q, %v", tt.fsType, tt.source, name, ok, tt.name, tt.sluice)
-		}
-	}
-}
-
 // tinyBench returns bench options small enough for a unit test: the big
 // file is not a whole number of blocks, nor is a small file.
 func tinyBench() *benchOptions {

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/control"
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/mountinfo"
 )
 
 func newUmount() *cobra.Command {
@@ -115,45 +114,8 @@ func runUmount(mp string, force bool) error {
 }
 
 // mountedAt reports whether a file system is mounted at path, and its
-// source, from /proc/self/mountinfo.
+// source.
 func mountedAt(path string) (string, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 || unescapeMount(fields[4]) != path {
-			continue
-		}
-		for i, x := range fields {
-			if x == "-" && i+2 < len(fields) {
-				return fields[i+2], true
-			}
-		}
-		return "?", true
-	}
-	return "", false
-}
-
-// unescapeMount decodes the octal escapes (\040 for space) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	m, ok := mountinfo.At(path)
+	return m.Source, ok
 }

@@ -54,9 +54,3 @@ func TestSecondsValue(t *testing.T) {
 		}
 	}
 }
-
-func TestUnescapeMount(t *testing.T) {
-	if got := unescapeMount(`/mnt/with\040space`); got != "/mnt/with space" {
-		t.Errorf("unescapeMount = %q", got)
-	}
-}

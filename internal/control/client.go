@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/mountinfo"
 )
 
 // Mount is a Sluice mount a path lies on.
@@ -35,68 +35,14 @@ func Find(path string) (*Mount, error) {
 	if err := syscall.Stat(abs, &st); err != nil {
 		return nil, fmt.Errorf("stat %s: %w", abs, err)
 	}
-	mounts, err := readMountInfo()
-	if err != nil {
-		return nil, err
+	m, ok := mountinfo.Containing(abs)
+	if !ok {
+		return nil, fmt.Errorf("%s is not on a Sluice mount (no mount holds it)", path)
 	}
-	for d := abs; ; d = filepath.Dir(d) {
-		if src, ok := mounts[d]; ok {
-			if !strings.HasPrefix(src, "sluice:") {
-				return nil, fmt.Errorf("%s is not on a Sluice mount (%s is mounted from %s)", path, d, src)
-			}
-			return &Mount{Root: d, Source: src, Ino: meta.Ino(st.Ino)}, nil
-		}
-		if d == "/" || d == "." {
-			return nil, fmt.Errorf("%s is not on a Sluice mount", path)
-		}
+	if _, sluice := m.SluiceVolume(); !sluice {
+		return nil, fmt.Errorf("%s is not on a Sluice mount (%s is mounted from %s)", path, m.Point, m.Source)
 	}
-}
-
-// readMountInfo maps each mount point to its source, from
-// /proc/self/mountinfo; a later mount over the same point wins.
-func readMountInfo() (map[string]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("list mounts: %w", err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 {
-			continue
-		}
-		src := "?"
-		for i, x := range fields {
-			if x == "-" && i+2 < len(fields) {
-				src = fields[i+2]
-				break
-			}
-		}
-		out[unescape(fields[4])] = src
-	}
-	return out, sc.Err()
-}
-
-// unescape decodes the octal escapes (\040 for a space) of mountinfo.
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return &Mount{Root: m.Point, Source: m.Source, Ino: meta.Ino(st.Ino)}, nil
 }
 
 // Error is a failure the mount reported.
