@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,8 +46,9 @@ func (o *observed) done(method string, h *gofuse.InHeader, start time.Time, st g
 	if !o.log.Active() || h != nil && h.NodeId == uint64(vfs.AccessLogIno) {
 		return
 	}
-	b := make([]byte, 0, 160)
-	b = time.Now().AppendFormat(b, "2006.01.02 15:04:05.000000")
+	bp := lineBufs.Get().(*[]byte)
+	defer lineBufs.Put(bp)
+	b := time.Now().AppendFormat((*bp)[:0], "2006.01.02 15:04:05.000000")
 	if h != nil {
 		b = append(b, " [uid:"...)
 		b = strconv.AppendUint(b, uint64(h.Uid), 10)
@@ -63,8 +65,12 @@ func (o *observed) done(method string, h *gofuse.InHeader, start time.Time, st g
 	b = append(b, " <"...)
 	b = strconv.AppendFloat(b, d.Seconds(), 'f', 6, 64)
 	b = append(b, ">\n"...)
-	o.log.Log(b)
+	o.log.Log(b) // copies the line
+	*bp = b
 }
+
+// lineBufs recycles the buffers access log lines are formatted in.
+var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // result appends "): " and the status's name.
 func result(b []byte, st gofuse.Status) []byte {
