@@ -25,12 +25,8 @@ import (
 // until uploaded: they count as cached and Evict leaves them.
 
 // ErrNotCached is wrapped by the error of Warm when the disk cache would
-// not take a block (it is closed, or keeps refusing it).
+// not take a block (it is closing).
 var ErrNotCached = errors.New("the disk cache did not take the block")
-
-// warmTries bounds the attempts to queue a block for the disk cache: a
-// queue found full is drained (Disk.Flush) before the next attempt.
-const warmTries = 3
 
 // SliceBlocks returns the blocks of slice id (size bytes long) that hold
 // its bytes [off, off+n), in order: the objects a read of that range
@@ -83,18 +79,13 @@ func (s *Store) Warm(ctx context.Context, b BlockRef) (fetched bool, err error) 
 	if s.disk == nil {
 		return !inMem, nil
 	}
-	for try := 1; ; try++ {
-		if s.onDisk(key) {
-			return !inMem, nil
-		}
-		if try > warmTries {
-			return !inMem, fmt.Errorf("warm block %s: %w", key, ErrNotCached)
-		}
-		if try > 1 {
-			s.disk.Flush() // the write queue was full: let it drain
-		}
-		s.disk.Put(key, data)
+	if !s.onDisk(key) {
+		s.disk.PutWait(key, data) // queued, or written already
 	}
+	if !s.onDisk(key) {
+		return !inMem, fmt.Errorf("warm block %s: %w", key, ErrNotCached)
+	}
+	return !inMem, nil
 }
 
 // Cached reports whether block b is in the local cache: in memory, on

@@ -331,7 +331,14 @@ func (dd *diskDir) readRaw(key string, h *handle, version uint64, p []byte, off 
 // Put queues data to be written as the cached block of key. It drops the
 // block when the queue is full or the cache is closed; blocks are
 // immutable, so a key already cached or staged is left alone.
-func (d *Disk) Put(key string, data []byte) {
+func (d *Disk) Put(key string, data []byte) { d.put(key, data, false) }
+
+// PutWait is Put, but waits for room in the queue instead of dropping the
+// block, for work that asked for the block to be cached (warmup). It
+// still drops it when the cache closes.
+func (d *Disk) PutWait(key string, data []byte) { d.put(key, data, true) }
+
+func (d *Disk) put(key string, data []byte, wait bool) {
 	if d.closed.Load() || !validKey(key) {
 		return
 	}
@@ -344,13 +351,23 @@ func (d *Disk) Put(key string, data []byte) {
 	}
 	dd.mu.pending[key] = data
 	dd.mu.Unlock()
-	select {
-	case dd.writes <- writeReq{key: key}:
-	default:
-		dd.mu.Lock()
-		delete(dd.mu.pending, key)
-		dd.mu.Unlock()
+	req := writeReq{key: key}
+	if wait {
+		select {
+		case dd.writes <- req:
+			return
+		case <-d.stop:
+		}
+	} else {
+		select {
+		case dd.writes <- req:
+			return
+		default: // the queue is full
+		}
 	}
+	dd.mu.Lock()
+	delete(dd.mu.pending, key)
+	dd.mu.Unlock()
 }
 
 // Remove drops the cached block of key (not a staged one: see Unstage).
