@@ -4,23 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-// updateRetrying runs fn with st.Update until it does not conflict: Races makes
-// far more contention than the core, which Update's own retries are
-// sized for.
+// updateRetrying runs fn with st.Update until it does not conflict, for
+// up to raceRetryFor: Races makes far more contention than the core, which
+// Update's own retries are sized for, and a loaded server (MariaDB picks a
+// deadlock victim among eight writers of one row) can keep one writer
+// losing for a long while. Serializability is what Races checks; how soon
+// a writer wins is not.
 func updateRetrying(ctx context.Context, st store.Store, fn func(store.Tx) error) error {
-	for attempt := 1; ; attempt++ {
+	deadline := time.Now().Add(raceRetryFor)
+	for {
 		err := st.Update(ctx, fn)
-		if !errors.Is(err, store.ErrConflict) || attempt == 20 {
+		if !errors.Is(err, store.ErrConflict) || time.Now().After(deadline) {
 			return err
 		}
+		time.Sleep(time.Duration(rand.Int64N(int64(5 * time.Millisecond))))
 	}
 }
+
+// raceRetryFor bounds how long one update of Races keeps retrying.
+const raceRetryFor = 3 * time.Minute
 
 // Races checks that Update transactions on two handles of one volume are
 // serializable: concurrent read-modify-writes of one counter lose no
