@@ -98,7 +98,7 @@ func TestConfig(t *testing.T) {
 	if f := volumeSetting(t, v.metaURL); f["TrashDays"] != 0.0 {
 		t.Fatalf("trash days after --yes: %v", f["TrashDays"])
 	}
-	eventuallyWithin(t, 5*time.Second, "the mount stops trashing deleted files", func() error {
+	eventuallyWithin(t, 30*time.Second, "the mount stops trashing deleted files", func() error {
 		name := fmt.Sprintf("f%d", time.Now().UnixNano())
 		// Until the mount reloads the settings, the 1M capacity may
 		// still refuse the write: try again.
