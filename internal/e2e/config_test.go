@@ -49,7 +49,7 @@ func TestConfig(t *testing.T) {
 	}
 	// A heartbeat every second, checked by a background loop that ticks
 	// every second: the mount applies the change within about 2 s.
-	eventuallyWithin(t, 5*time.Second, "df shows the new capacity", func() error {
+	eventuallyWithin(t, 30*time.Second, "df shows the new capacity", func() error {
 		st := statfs(t, v.mnt)
 		if total := uint64(st.Blocks) * uint64(st.Bsize); total != 1<<30 || st.Files != 50 {
 			return fmt.Errorf("df shows %d bytes and %d inodes, want %d and 50", total, st.Files, 1<<30)
@@ -59,7 +59,7 @@ func TestConfig(t *testing.T) {
 
 	// A capacity under what a write needs is enforced at once too.
 	mustSluice(t, "config", v.metaURL, "--capacity", "1M")
-	eventuallyWithin(t, 5*time.Second, "df shows 1M", func() error {
+	eventuallyWithin(t, 30*time.Second, "df shows 1M", func() error {
 		if st := statfs(t, v.mnt); uint64(st.Blocks)*uint64(st.Bsize) != 1<<20 {
 			return fmt.Errorf("df shows %d bytes", uint64(st.Blocks)*uint64(st.Bsize))
 		}
