@@ -72,19 +72,7 @@ func newByteBar(verb string, total int64) *byteBar {
 	if !stderrIsTerminal() {
 		return &byteBar{}
 	}
-	b := progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionShowTotalBytes(true),
-		progressbar.OptionSetElapsedTime(true),
-		progressbar.OptionSetPredictTime(total > 0),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionFullWidth(),
-		progressbar.OptionClearOnFinish(),
-		progressbar.OptionSetDescription(verb),
-	)
-	return &byteBar{bar: b, verb: verb}
+	return &byteBar{bar: newBar(verb, total, progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true)), verb: verb}
 }
 
 // set shows entries done and bytes done.
@@ -100,6 +88,59 @@ func (b *byteBar) set(entries, bytes int64) {
 
 // finish removes the bar.
 func (b *byteBar) finish() {
+	if b.bar == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_ = b.bar.Finish()
+	_ = b.bar.Clear()
+}
+
+// newBar returns a bar on stderr of total units (-1: unknown), in the
+// look every counted progress of the commands shares, with extra options.
+func newBar(what string, total int64, extra ...progressbar.Option) *progressbar.ProgressBar {
+	opts := append([]progressbar.Option{
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionSetPredictTime(total > 0),
+		progressbar.OptionThrottle(100 * time.Millisecond),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionFullWidth(),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionSetDescription(what),
+	}, extra...)
+	return progressbar.NewOptions64(total, opts...)
+}
+
+// countBar is a progress bar on stderr for work counted in operations. It
+// shows nothing when stderr is not a terminal; add may be called from
+// many goroutines.
+type countBar struct {
+	mu  sync.Mutex
+	bar *progressbar.ProgressBar
+}
+
+// newCountBar starts a bar of total operations described by what.
+func newCountBar(what string, total int64) *countBar {
+	if !stderrIsTerminal() {
+		return &countBar{}
+	}
+	return &countBar{bar: newBar(what, total, progressbar.OptionShowCount())}
+}
+
+// add counts one operation done.
+func (b *countBar) add() {
+	if b.bar == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_ = b.bar.Add64(1)
+}
+
+// finish removes the bar.
+func (b *countBar) finish() {
 	if b.bar == nil {
 		return
 	}

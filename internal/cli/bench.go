@@ -11,11 +11,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -32,13 +30,16 @@ type benchOptions struct {
 	smallFileCount int
 	dropCaches     bool
 	json           bool
+	// dropFile is the file --drop-caches writes: dropCachesFile, or
+	// another in tests.
+	dropFile string
 }
 
 // benchDefaults returns the settings `sluice bench` runs with when no
 // flag is given; they are those of `juicefs bench`.
 func benchDefaults() benchOptions {
 	return benchOptions{threads: 1, blockSize: 1 << 20, bigFileSize: 1 << 30,
-		smallFileSize: 128 << 10, smallFileCount: 100}
+		smallFileSize: 128 << 10, smallFileCount: 100, dropFile: dropCachesFile}
 }
 
 func newBench() *cobra.Command {
@@ -126,10 +127,10 @@ func benchDir(path string) (string, error) {
 // dropCachesFile is where root drops the machine's caches.
 const dropCachesFile = "/proc/sys/vm/drop_caches"
 
-// canDropCaches reports whether this process may write dropCachesFile;
-// opening it for writing drops nothing.
-func canDropCaches() bool {
-	f, err := os.OpenFile(dropCachesFile, os.O_WRONLY, 0)
+// canWrite reports whether this process may write the file at path
+// (dropCachesFile); opening it for writing drops nothing.
+func canWrite(path string) bool {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return false
 	}
@@ -148,9 +149,9 @@ func runBench(ctx context.Context, out io.Writer, path string, o *benchOptions) 
 	if err != nil {
 		return err
 	}
-	cache := benchCache{Root: os.Geteuid() == 0, DropCachesWritable: canDropCaches(), DroppedAll: o.dropCaches}
+	cache := benchCache{Root: os.Geteuid() == 0, DropCachesWritable: canWrite(o.dropFile), DroppedAll: o.dropCaches}
 	if o.dropCaches && !cache.DropCachesWritable {
-		return fmt.Errorf("--drop-caches: cannot write %s (it needs root, and a /proc/sys that is not read-only)", dropCachesFile)
+		return fmt.Errorf("--drop-caches: cannot write %s (it needs root, and a /proc/sys that is not read-only)", o.dropFile)
 	}
 	r := &benchReport{Path: dir, Threads: o.threads, BlockSize: o.blockSize, BigFileSize: o.bigFileSize,
 		SmallFileSize: o.smallFileSize, SmallFileCount: o.smallFileCount, Cache: cache}
@@ -371,7 +372,11 @@ func benchRun(ctx context.Context, dir string, o *benchOptions, r *benchReport) 
 	labels := r.items()
 	for k, p := range phases {
 		if p.drop != nil {
-			if err := dropCache(p.drop(), o.dropCaches); err != nil {
+			all := ""
+			if o.dropCaches {
+				all = o.dropFile
+			}
+			if err := dropCache(p.drop(), all); err != nil {
 				return err
 			}
 		}
@@ -468,8 +473,9 @@ func benchRead(ctx context.Context, name string, block []byte, size int64, tick 
 }
 
 // dropCache drops the page cache of the named files with
-// posix_fadvise(POSIX_FADV_DONTNEED), and with all the machine's caches.
-func dropCache(names []string, all bool) error {
+// posix_fadvise(POSIX_FADV_DONTNEED), and, when all names the
+// drop_caches file, all the machine's caches.
+func dropCache(names []string, all string) error {
 	for _, name := range names {
 		f, err := os.Open(name)
 		if err != nil {
@@ -481,11 +487,11 @@ func dropCache(names []string, all bool) error {
 			return fmt.Errorf("posix_fadvise %s: %w", name, err)
 		}
 	}
-	if !all {
+	if all == "" {
 		return nil
 	}
 	unix.Sync()
-	if err := os.WriteFile(dropCachesFile, []byte("3\n"), 0); err != nil {
+	if err := os.WriteFile(all, []byte("3\n"), 0); err != nil {
 		return fmt.Errorf("--drop-caches: %w", err)
 	}
 	return nil
@@ -638,52 +644,4 @@ func (r *benchReport) write(out io.Writer) {
 		where = "Sluice volume " + r.Volume
 	}
 	fmt.Fprintf(out, "Took %.1fs overall on %s, removing the files included.\n", r.ElapsedSeconds, where)
-}
-
-// countBar is a progress bar on stderr for work counted in operations. It
-// shows nothing when stderr is not a terminal; add may be called from
-// many goroutines.
-type countBar struct {
-	mu  sync.Mutex
-	bar *progressbar.ProgressBar
-}
-
-// newCountBar starts a bar of total operations described by what.
-func newCountBar(what string, total int64) *countBar {
-	fi, err := os.Stderr.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return &countBar{}
-	}
-	return &countBar{bar: progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetElapsedTime(true),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionFullWidth(),
-		progressbar.OptionClearOnFinish(),
-		progressbar.OptionSetDescription(what),
-	)}
-}
-
-// add counts one operation done.
-func (b *countBar) add() {
-	if b.bar == nil {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_ = b.bar.Add64(1)
-}
-
-// finish removes the bar.
-func (b *countBar) finish() {
-	if b.bar == nil {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_ = b.bar.Finish()
-	_ = b.bar.Clear()
 }

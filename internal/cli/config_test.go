@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
 	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 // testVolume is a volume formatted by `sluice format` on SQLite and a
@@ -289,7 +291,7 @@ func TestIsTerminal(t *testing.T) {
 	// The master side of a new pseudo-terminal answers as a terminal.
 	pty, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminal to check the positive case: %v", err)
+		testserver.Missing(t, fmt.Sprintf("no pseudo-terminal to check the positive case: %v", err), "Linux provides /dev/ptmx")
 	}
 	defer pty.Close()
 	if !isTerminal(pty) {

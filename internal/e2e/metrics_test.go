@@ -382,7 +382,7 @@ func TestInternalFiles(t *testing.T) {
 		}
 		pass, ok := u.User.Password()
 		if !ok || pass == "" {
-			t.Skipf("SKIPPING: the PostgreSQL test server's URL has no password")
+			testserver.Missing(t, "the PostgreSQL test server's URL has no password", "scripts/test-servers.sh gives it one")
 		}
 		pv := newVolumeOn(t, "postgres")
 		pv.mount(t)
