@@ -513,7 +513,7 @@ func TestSharedSliceSurvives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := v.m.CopyFileRange(v.ctx, src, 0, dst.Ino, 0, size); err != nil || n != size {
+	if n, _, err := v.m.CopyFileRange(v.ctx, src, 0, dst.Ino, 0, size); err != nil || n != size {
 		t.Fatalf("copy_file_range: %d %v", n, err)
 	}
 	if _, err := New(v.m, v.cs, Config{}).File(v.ctx, src); err != nil {

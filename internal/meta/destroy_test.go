@@ -178,7 +178,7 @@ func fillVolume(t *testing.T, st store.Store) {
 		must("setxattr", c1.SetXattr(ctx, a.Ino, "user.k", []byte("v"), 0))
 		files = append(files, a)
 	}
-	_, err = c1.CopyFileRange(ctx, files[0].Ino, 0, files[1].Ino, 4096, 4096) // a shared slice
+	_, _, err = c1.CopyFileRange(ctx, files[0].Ino, 0, files[1].Ino, 4096, 4096) // a shared slice
 	must("copy_file_range", err)
 	_, err = c1.Link(ctx, files[0].Ino, meta.RootIno, []byte("hard"))
 	must("link", err)

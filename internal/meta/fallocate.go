@@ -107,22 +107,25 @@ func appendHoles(tx store.Tx, ino Ino, off, end uint64) {
 // CopyFileRange copies length bytes of file src at srcOff to file dst at
 // dstOff without copying data: dst's chunks get slices that name the
 // same stored blocks, whose reference counts go up. It returns the bytes
-// copied, fewer when src ends first.
-func (c *Client) CopyFileRange(ctx context.Context, src Ino, srcOff uint64, dst Ino, dstOff uint64, length uint64) (uint64, error) {
+// copied, fewer when src ends first, and dst's attributes after the copy
+// (a copy past dst's end grows it), which spares the caller reading them
+// again.
+func (c *Client) CopyFileRange(ctx context.Context, src Ino, srcOff uint64, dst Ino, dstOff uint64, length uint64) (uint64, *Attr, error) {
 	if err := c.writable(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if src == dst && srcOff < dstOff+length && dstOff < srcOff+length {
-		return 0, syscall.EINVAL
+		return 0, nil, syscall.EINVAL
 	}
 	if dstOff+length < dstOff || dstOff+length > maxFileSize {
-		return 0, syscall.EFBIG
+		return 0, nil, syscall.EFBIG
 	}
 	var copied uint64
 	var grow int64
+	var out *Attr
 	err := c.extending(ctx, dst, func() error {
 		return c.st.Update(ctx, func(tx store.Tx) error {
-			copied, grow = 0, 0
+			copied, grow, out = 0, 0, nil
 			sn, err := node(tx, src)
 			if err != nil {
 				return err
@@ -145,6 +148,7 @@ func (c *Client) CopyFileRange(ctx context.Context, src Ino, srcOff uint64, dst 
 			if dn.Flags&(FlagImmutable|FlagAppend) != 0 {
 				return syscall.EPERM
 			}
+			out = dn
 			if srcOff >= sn.Length {
 				return nil
 			}
@@ -175,10 +179,10 @@ func (c *Client) CopyFileRange(ctx context.Context, src Ino, srcOff uint64, dst 
 		})
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	c.usedSpace.Add(grow)
-	return copied, nil
+	return copied, out, nil
 }
 
 // shareRange makes n bytes of dst at d (within one chunk) name the slices

@@ -236,7 +236,7 @@ func TestSpaceUsageClient(t *testing.T) {
 	write(a, 0, 8192)
 	write(a, 4096, 8192) // a: 12288 bytes shown of 16384 stored
 	b := mkfile("b")
-	if n, err := c.CopyFileRange(ctx, a, 0, b, 0, 12288); err != nil || n != 12288 {
+	if n, _, err := c.CopyFileRange(ctx, a, 0, b, 0, 12288); err != nil || n != 12288 {
 		t.Fatalf("copy_file_range: %d, %v", n, err)
 	}
 	if _, err := c.SetAttr(ctx, a, meta.SetSize, &meta.Attr{Length: 6000}); err != nil {

@@ -710,11 +710,12 @@ func (v *VFS) CopyFileRange(ctx context.Context, fhIn, offIn, fhOut, offOut, len
 			return 0, err
 		}
 	}
-	n, err := v.meta.CopyFileRange(ctx, in.ino, offIn, out.ino, offOut, length)
+	n, a, err := v.meta.CopyFileRange(ctx, in.ino, offIn, out.ino, offOut, length)
 	if err != nil {
 		return 0, err
 	}
-	return n, v.refresh(ctx, out.file)
+	v.refreshed(out.file, a)
+	return n, nil
 }
 
 // writableFile returns the handle fh of a regular file open for writing.
@@ -736,6 +737,13 @@ func (v *VFS) refresh(ctx context.Context, f *openFile) error {
 	if err != nil {
 		return err
 	}
+	v.refreshed(f, a)
+	return nil
+}
+
+// refreshed records a, the attributes of a change made in metadata behind
+// the writer of f, dropping its cached slice lists.
+func (v *VFS) refreshed(f *openFile, a *meta.Attr) {
 	f.mu.Lock()
 	f.dropListsLocked()
 	f.mu.length = a.Length
@@ -743,7 +751,6 @@ func (v *VFS) refresh(ctx context.Context, f *openFile) error {
 	// The kernel applied the change to its own attributes (or dropped
 	// them); the next open need not send it looking again.
 	v.view.attr(a)
-	return nil
 }
 
 // accessed records the first read through a handle as an access, for the

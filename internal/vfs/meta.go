@@ -57,7 +57,7 @@ type Meta interface {
 	NewSliceID(ctx context.Context) (uint64, error)
 	WriteSliceAttr(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice, changes []meta.AttrChange, unsynced bool) (meta.Version, *meta.Attr, error)
 	Fallocate(ctx context.Context, ino meta.Ino, mode uint32, off, length uint64) error
-	CopyFileRange(ctx context.Context, src meta.Ino, srcOff uint64, dst meta.Ino, dstOff uint64, length uint64) (uint64, error)
+	CopyFileRange(ctx context.Context, src meta.Ino, srcOff uint64, dst meta.Ino, dstOff uint64, length uint64) (uint64, *meta.Attr, error)
 
 	// Locks, held by (mount, owner) pairs across mounts.
 	Flock(ctx context.Context, ino meta.Ino, owner uint64, typ uint32, block bool) (*meta.Attr, error)

@@ -52,7 +52,7 @@ func newCheckVolume(t *testing.T, ns newStoreFunc, conf meta.Config) *checkVolum
 	if _, err := c.Link(root, v.linked.Ino, meta.RootIno, []byte("hardlink")); err != nil {
 		t.Fatalf("link: %v", err)
 	}
-	if _, err := c.CopyFileRange(root, v.file.Ino, 2000, v.linked.Ino, 0, 500); err != nil {
+	if _, _, err := c.CopyFileRange(root, v.file.Ino, 2000, v.linked.Ino, 0, 500); err != nil {
 		t.Fatalf("copy_file_range: %v", err)
 	}
 	v.big = mkfile(t, c, meta.RootIno, "big")

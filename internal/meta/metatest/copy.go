@@ -54,10 +54,14 @@ func testCopyFileRange(t *testing.T, ns newStoreFunc) {
 	write(t, c, src.Ino, 0, s2)
 	dst := mkfile(t, c, meta.RootIno, "dst")
 
-	n, err := c.CopyFileRange(root, src.Ino, 1000, dst.Ino, 500, 3000)
+	n, got, err := c.CopyFileRange(root, src.Ino, 1000, dst.Ino, 500, 3000)
 	wantErr(t, "copy", err, 0)
 	if n != 3000 {
 		t.Fatalf("copied %d bytes, want 3000", n)
+	}
+	// The attributes returned are dst's as stored after the copy.
+	if a := getattr(t, c, dst.Ino); got == nil || *got != *a {
+		t.Errorf("copy returned attributes %+v, want dst's stored %+v", got, a)
 	}
 	// dst [500,3500) = src [1000,4000) = s1[1000,2000) s2[0,1000) s1[3000,4000)
 	wantChunk(t, c, dst.Ino, 0,
@@ -68,13 +72,13 @@ func testCopyFileRange(t *testing.T, ns newStoreFunc) {
 		t.Errorf("dst length %d, want 3500", a.Length)
 	}
 	// Copy past the source's end copies what there is.
-	if n, err := c.CopyFileRange(root, src.Ino, 7000, dst.Ino, 10000, 5000); err != nil || n != 1000 {
-		t.Errorf("copy at the end: %d, %v; want 1000", n, err)
+	if n, a, err := c.CopyFileRange(root, src.Ino, 7000, dst.Ino, 10000, 5000); err != nil || n != 1000 || a.Length != 11000 {
+		t.Errorf("copy at the end: %d, %v; want 1000 bytes and a length of 11000 (attributes %+v)", n, err, a)
 	}
-	if n, err := c.CopyFileRange(root, src.Ino, 9000, dst.Ino, 0, 10); err != nil || n != 0 {
-		t.Errorf("copy past the end: %d, %v; want 0", n, err)
+	if n, a, err := c.CopyFileRange(root, src.Ino, 9000, dst.Ino, 0, 10); err != nil || n != 0 || a.Length != 11000 {
+		t.Errorf("copy past the end: %d, %v; want 0 and dst unchanged (attributes %+v)", n, err, a)
 	}
-	_, err = c.CopyFileRange(root, src.Ino, 0, src.Ino, 100, 1000)
+	_, _, err = c.CopyFileRange(root, src.Ino, 0, src.Ino, 100, 1000)
 	wantErr(t, "overlapping copy in one file", err, syscall.EINVAL)
 
 	flush := func() {

@@ -105,7 +105,7 @@ func testDeletionPaths(t *testing.T, ns newStoreFunc) {
 			s := newSlice(t, c, 0, 8000)
 			write(t, c, src.Ino, 0, s)
 			for i := range 2 { // two copies: two extra references
-				if _, err := c.CopyFileRange(root, src.Ino, 0, dst.Ino, uint64(i)*8000, 8000); err != nil {
+				if _, _, err := c.CopyFileRange(root, src.Ino, 0, dst.Ino, uint64(i)*8000, 8000); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -186,7 +186,7 @@ func testTruncateManyChunks(t *testing.T, ns newStoreFunc) {
 		{"copy_file_range", func(t *testing.T, ino meta.Ino) uint64 {
 			src := mkfile(t, bg, meta.RootIno, "src")
 			write(t, bg, src.Ino, 0, newSlice(t, bg, 0, 1))
-			if n, err := bg.CopyFileRange(root, src.Ino, 0, ino, 40*meta.ChunkSize, 1); err != nil || n != 1 {
+			if n, _, err := bg.CopyFileRange(root, src.Ino, 0, ino, 40*meta.ChunkSize, 1); err != nil || n != 1 {
 				t.Fatalf("copy_file_range: %d, %v", n, err)
 			}
 			return 40*meta.ChunkSize + 1
