@@ -60,6 +60,7 @@ func (l *loader) entry(it *jsoniter.Iterator, name []byte, parent store.Ino, whe
 					return false
 				}
 				xattrs = append(xattrs, x)
+				n.Flags |= meta.FlagXattrs
 				return it.Error == nil
 			})
 			if l.iterErr(it, "xattrs") {
@@ -126,7 +127,7 @@ func (l *loader) entry(it *jsoniter.Iterator, name []byte, parent store.Ino, whe
 			}
 		}
 		dir.xattrs = append(dir.xattrs, xattrs...)
-		dir.node.Flags |= n.Flags & (meta.FlagACL | meta.FlagDefaultACL)
+		dir.node.Flags |= n.Flags & (meta.FlagACL | meta.FlagDefaultACL | meta.FlagXattrs)
 		l.closeDir(dir, where)
 		return
 	}

@@ -254,9 +254,9 @@ func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool,
 	if err := f.Validate(); err != nil {
 		return false, err
 	}
-	f.MetaVersion = MetaVersion
 	now := time.Now() // a volume is formatted outside any client, by the real clock
 	err = st.Update(ctx, func(tx store.Tx) error {
+		f.MetaVersion = MetaVersion
 		b, err := tx.Setting()
 		if err == nil {
 			old, err := DecodeFormat(b)
@@ -264,6 +264,7 @@ func FormatVolume(ctx context.Context, st store.Store, f *Format) (created bool,
 				return err
 			}
 			f.UUID = old.UUID
+			f.MetaVersion = old.MetaVersion // its records are of that layout
 			if err := f.checkImmutable(old); err != nil {
 				return err
 			}
@@ -318,7 +319,8 @@ func UpdateFormat(ctx context.Context, st store.Store, old, f *Format) error {
 	if err := f.CheckImmutable(old); err != nil {
 		return err
 	}
-	f.MetaVersion = MetaVersion
+	// Settings change the layout of no record.
+	f.MetaVersion = old.MetaVersion
 	now := time.Now() // as FormatVolume: outside any client
 	return st.Update(ctx, func(tx store.Tx) error {
 		b, err := tx.Setting()

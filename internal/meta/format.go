@@ -34,8 +34,14 @@ type Format struct {
 	EnableACL        bool   `json:",omitempty"`
 }
 
-// MetaVersion is the layout version of the metadata this build writes.
-const MetaVersion = 1
+// MetaVersion is the layout version of the metadata this build formats
+// new volumes with. A volume keeps the version it was formatted (or
+// loaded) with, and clients refuse a newer one than they know:
+//
+//   - 1: the first layout.
+//   - 2: nodes flag their extended attributes (FlagXattrs), which clients
+//     of version 1 would not keep.
+const MetaVersion = 2
 
 // Block sizes allowed at format, in bytes.
 const (

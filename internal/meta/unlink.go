@@ -109,12 +109,14 @@ func (c *Client) dropLink(tx store.Tx, parent Ino, name []byte, n *Attr, r *remo
 
 // destroy deletes node n and queues its data for deletion.
 func (c *Client) destroy(tx store.Tx, n *Attr, r *removal) error {
-	names, err := tx.XattrNames(n.Ino)
-	if err != nil {
-		return err
-	}
-	for _, name := range names {
-		tx.DeleteXattr(n.Ino, name)
+	if !c.NoXattrs(n) {
+		names, err := tx.XattrNames(n.Ino)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			tx.DeleteXattr(n.Ino, name)
+		}
 	}
 	switch n.Type {
 	case store.TypeSymlink:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -16,6 +17,27 @@ const (
 	XattrCreate  = 1
 	XattrReplace = 2
 )
+
+// FlagXattrs marks a node with extended attributes other than its ACLs
+// (which FlagACL and FlagDefaultACL mark), on volumes whose metadata
+// version keeps it (MetaVersion 2 on): a node without any of the three
+// has no extended attributes at all, so listing them (cp -a does for
+// every file), the capabilities the kernel asks for before a write, and
+// deleting them with the node need no read. SetXattr sets it and
+// RemoveXattr of the last such attribute clears it, in the transaction
+// that changes the attributes.
+const FlagXattrs = 0x10
+
+// xattrFlagsVersion is the first metadata version whose nodes keep
+// FlagXattrs; on older volumes it means nothing.
+const xattrFlagsVersion = 2
+
+// NoXattrs reports whether a, attributes read from the volume, say the
+// node has no extended attributes at all. It is false whenever the
+// volume does not keep FlagXattrs.
+func (c *Client) NoXattrs(a *Attr) bool {
+	return c.format.MetaVersion >= xattrFlagsVersion && a.Flags&(FlagXattrs|FlagACL|FlagDefaultACL) == 0
+}
 
 // Limits on extended attributes, as Linux applies them.
 const (
@@ -120,14 +142,15 @@ func (c *Client) ListXattr(ctx context.Context, ino Ino) ([]string, error) {
 	cred := CredOf(ctx)
 	var out []string
 	err := c.st.View(ctx, func(tx store.Tx) error {
-		if _, err := node(tx, ino); err != nil {
+		out = out[:0]
+		n, err := node(tx, ino)
+		if err != nil || c.NoXattrs(n) {
 			return err
 		}
 		names, err := tx.XattrNames(ino)
 		if err != nil {
 			return err
 		}
-		out = out[:0]
 		for _, name := range names {
 			if strings.HasPrefix(name, "trusted.") && !cred.IsRoot() {
 				continue
@@ -183,6 +206,7 @@ func (c *Client) SetXattr(ctx context.Context, ino Ino, name string, value []byt
 			}
 		} else {
 			tx.SetXattr(ino, name, bytes.Clone(value))
+			n.Flags |= FlagXattrs
 		}
 		sec, nsec := c.stamp()
 		touchCtime(n, sec, nsec)
@@ -221,6 +245,14 @@ func (c *Client) RemoveXattr(ctx context.Context, ino Ino, name string) error {
 		if isACL(name) {
 			setACL(tx, n, name, nil)
 		} else {
+			// The flag goes with the last attribute besides the ACLs.
+			names, err := tx.XattrNames(ino)
+			if err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(names, func(o string) bool { return o != name && !isACL(o) }) {
+				n.Flags &^= FlagXattrs
+			}
 			tx.DeleteXattr(ino, name)
 		}
 		sec, nsec := c.stamp()

@@ -66,8 +66,10 @@ type Meta interface {
 	ReleaseLocks(ctx context.Context, ino meta.Ino, owner uint64) error
 
 	// Extended attributes. XattrSupported tells, without the engine,
-	// whether the volume keeps a name at all.
+	// whether the volume keeps a name at all, and NoXattrs whether
+	// attributes read from it say the node has none.
 	XattrSupported(name string) bool
+	NoXattrs(a *meta.Attr) bool
 	GetXattr(ctx context.Context, ino meta.Ino, name string) ([]byte, error)
 	ListXattr(ctx context.Context, ino meta.Ino) ([]string, error)
 	SetXattr(ctx context.Context, ino meta.Ino, name string, value []byte, flags uint32) error

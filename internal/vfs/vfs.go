@@ -90,8 +90,12 @@ type VFS struct {
 	started   time.Time // the times of the internal files
 	accessLog AccessLog
 
-	view     *kernelView // what the kernel may cache
-	stale    staleInodes
+	view  *kernelView // what the kernel may cache
+	stale staleInodes
+	// xattrGen counts this mount's changes of extended attributes, so
+	// that attributes read before one do not mark a file as having none
+	// (Open).
+	xattrGen atomic.Uint64
 	kernelMu sync.Mutex
 	kernel   Kernel // nil until SetKernel
 
@@ -453,6 +457,7 @@ func (v *VFS) applyHeld(ctx context.Context, ino meta.Ino) error {
 // capabilities when name is their attribute (or might be: a failed set
 // leaves it unknown).
 func (v *VFS) capsMayChange(ino meta.Ino, name string) {
+	v.xattrGen.Add(1)
 	if f := v.fileOf(ino); f != nil {
 		f.mu.Lock()
 		f.mu.xgen++

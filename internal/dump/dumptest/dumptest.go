@@ -289,7 +289,15 @@ func checkLoaded(t *testing.T, st store.Store) {
 	if err != nil || !bytes.Equal(v, []byte{0, 1, 0xff, '%', '"'}) {
 		t.Errorf("binary xattr: %q, %v", v, err)
 	}
+	// A loaded node flags its attributes (meta.FlagXattrs): listing
+	// them must not take the flag's word for "none".
+	if names, err := c.ListXattr(ctx, small.Ino); err != nil || !slices.Equal(names, []string{"user.bin", "user.tag"}) {
+		t.Errorf("file's xattrs listed after load: %q, %v", names, err)
+	}
 	a := look(meta.RootIno, "a").Ino
+	if names, err := c.ListXattr(ctx, a); err != nil || !slices.Equal(names, []string{"user.dir"}) {
+		t.Errorf("directory's xattrs listed after load: %q, %v", names, err)
+	}
 	abs := look(a, "abs")
 	target, err := c.ReadLink(ctx, abs.Ino)
 	if err != nil || string(target) != "/abs/\xff target with space" {

@@ -66,6 +66,7 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"Truncate", testTruncate},
 		{"Write", testWrite},
 		{"Xattr", testXattr},
+		{"XattrFlags", testXattrFlags},
 		{"ReadDirPaging", testReadDirPaging},
 		{"UnlinkOpen", testUnlinkOpen},
 		{"OpenElsewhere", testOpenElsewhere},

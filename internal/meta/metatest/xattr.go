@@ -135,3 +135,103 @@ func testReadDirPaging(t *testing.T, ns newStoreFunc) {
 		t.Fatalf("root lists %+v", es)
 	}
 }
+
+// testXattrFlags checks that nodes flag their extended attributes (meta.FlagXattrs)
+// on volumes of the current metadata version, so that NoXattrs answers for
+// a node without a read, and that the flag means nothing on a volume
+// formatted before it existed.
+func testXattrFlags(t *testing.T, ns newStoreFunc) {
+	st := openStore(t, ns)
+	f := testFormat()
+	f.EnableACL = true
+	format(t, st, f)
+	c := newClient(t, st, meta.Config{})
+	file := mkfile(t, c, meta.RootIno, "f")
+	dir := mk(t, root, c, meta.RootIno, "d", store.TypeDir, 0o755)
+	none := func(what string, ino meta.Ino, want bool) {
+		t.Helper()
+		a := getattr(t, c, ino)
+		if got := c.NoXattrs(a); got != want {
+			t.Errorf("%s: NoXattrs = %v (flags %#x), want %v", what, got, a.Flags, want)
+		}
+		names, err := c.ListXattr(root, ino)
+		if err != nil || (len(names) == 0) != want {
+			t.Errorf("%s: listxattr %q, %v; NoXattrs must agree with it", what, names, err)
+		}
+	}
+	none("a new file", file.Ino, true)
+	none("a new directory", dir.Ino, true)
+	wantErr(t, "setxattr", c.SetXattr(root, file.Ino, "user.a", []byte("1"), 0), 0)
+	wantErr(t, "setxattr", c.SetXattr(root, file.Ino, "trusted.b", []byte("2"), 0), 0)
+	none("with two attributes", file.Ino, false)
+	if a := getattr(t, c, file.Ino); a.Flags&meta.FlagXattrs == 0 {
+		t.Errorf("flags %#x after setxattr, want FlagXattrs", a.Flags)
+	}
+	// chattr keeps the flag, which is not the user's.
+	if _, err := c.SetAttr(root, file.Ino, meta.SetFlags, &meta.Attr{Flags: 0}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "removexattr", c.RemoveXattr(root, file.Ino, "user.a"), 0)
+	none("with one attribute left, after a chattr", file.Ino, false)
+	wantErr(t, "removexattr", c.RemoveXattr(root, file.Ino, "trusted.b"), 0)
+	none("with none left", file.Ino, true)
+	// ACLs have flags of their own; the last other attribute going
+	// leaves them listed.
+	acl := aclXattr([3]uint32{tagUserObj, 7, 0}, [3]uint32{tagUser, 5, 1001}, [3]uint32{tagGroupObj, 5, 0},
+		[3]uint32{tagMask, 5, 0}, [3]uint32{tagOther, 5, 0})
+	wantErr(t, "set a default ACL", c.SetXattr(root, dir.Ino, meta.XattrACLDefault, acl, 0), 0)
+	wantErr(t, "setxattr", c.SetXattr(root, dir.Ino, "user.c", nil, 0), 0)
+	wantErr(t, "removexattr", c.RemoveXattr(root, dir.Ino, "user.c"), 0)
+	none("a directory with a default ACL", dir.Ino, false)
+	inherits := mkfile(t, c, dir.Ino, "inherits")
+	none("a file with an inherited ACL", inherits.Ino, false)
+	// Unlinking a file with attributes deletes them all.
+	wantErr(t, "setxattr", c.SetXattr(root, file.Ino, "user.z", []byte("z"), 0), 0)
+	wantErr(t, "unlink", c.Unlink(root, meta.RootIno, []byte("f")), 0)
+	if err := st.View(root, func(tx store.Tx) error {
+		names, err := tx.XattrNames(file.Ino)
+		if err == nil && len(names) > 0 {
+			return fmt.Errorf("attributes %q left behind by the unlinked file", names)
+		}
+		return err
+	}); err != nil {
+		t.Error(err)
+	}
+
+	// A volume of metadata version 1 has no such flags: NoXattrs never
+	// answers for it, whatever the node's flags.
+	old := openStore(t, ns)
+	format(t, old, testFormat())
+	if err := old.Update(root, func(tx store.Tx) error {
+		b, err := tx.Setting()
+		if err != nil {
+			return err
+		}
+		b = bytes.Replace(b, fmt.Appendf(nil, `"MetaVersion":%d`, meta.MetaVersion), []byte(`"MetaVersion":1`), 1)
+		tx.SetSetting(b)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c1 := newClient(t, old, meta.Config{})
+	if v := c1.Format().MetaVersion; v != 1 {
+		t.Fatalf("metadata version %d after rewriting the settings, want 1", v)
+	}
+	g := mkfile(t, c1, meta.RootIno, "g")
+	if c1.NoXattrs(getattr(t, c1, g.Ino)) {
+		t.Error("NoXattrs answers on a volume of metadata version 1")
+	}
+	wantErr(t, "setxattr", c1.SetXattr(root, g.Ino, "user.a", []byte("1"), 0), 0)
+	if names, err := c1.ListXattr(root, g.Ino); err != nil || len(names) != 1 {
+		t.Errorf("listxattr on a version 1 volume: %q, %v", names, err)
+	}
+	// Formatting it again keeps its version: its nodes were not flagged.
+	again := testFormat()
+	again.TrashDays = 2
+	if _, err := meta.FormatVolume(root, old, again); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := meta.Load(root, old); err != nil || f.MetaVersion != 1 {
+		t.Errorf("after formatting again: metadata version %v, %v; want 1 kept", f, err)
+	}
+}
