@@ -207,6 +207,10 @@ func (d *dumper) header(ctx context.Context) error {
 		// path without the slash as a directory and a key prefix.
 		f.Bucket += "/"
 	}
+	// The dump's records are of the one layout the format knows; the
+	// node flags of later metadata versions are not written (load sets
+	// them again), and JuiceFS refuses settings of a version past its 1.
+	f.MetaVersion = dumpMetaVersion
 	if err := sealSecrets(f); err != nil {
 		return err
 	}

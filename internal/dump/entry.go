@@ -158,7 +158,7 @@ func (l *loader) attr(it *jsoniter.Iterator, n *store.Node) bool {
 		case "inode":
 			n.Ino = store.Ino(it.ReadUint64())
 		case "flags":
-			n.Flags |= it.ReadUint8() & dumpFlags
+			n.Flags |= flagsFromDump(it.ReadUint8())
 		case "type":
 			typ = it.ReadString()
 		case "mode":

@@ -28,20 +28,41 @@ func typeOf(name string) uint8 {
 	return 0
 }
 
-// Flags the dump carries (those JuiceFS defines and Sluice keeps). The ACL
-// flags are Sluice's own: the dump carries ACLs as posix_acl_* objects.
-const dumpFlags = meta.FlagImmutable | meta.FlagAppend | flagSkipTrash
-
-// flagSkipTrash is JuiceFS's flag for files that skip the trash; Sluice
-// keeps it so that a round trip loses nothing.
+// Flags the dump carries: those JuiceFS defines and Sluice keeps. The ACL
+// and xattr flags are Sluice's own (the dump carries ACLs as posix_acl_*
+// objects and load sets them again), and JuiceFS's skip-trash bit, 32, is
+// meta.FlagSkipTrash inside Sluice, where 32 marks an unfinished
+// truncation.
 const flagSkipTrash = 32
+
+// dumpMetaVersion is the metadata version a dump's settings carry, that
+// of the JuiceFS 1.x layout the format describes.
+const dumpMetaVersion = 1
+
+// flagsToDump returns the dump's flags of a node with flags f.
+func flagsToDump(f uint8) uint8 {
+	d := f & (meta.FlagImmutable | meta.FlagAppend)
+	if f&meta.FlagSkipTrash != 0 {
+		d |= flagSkipTrash
+	}
+	return d
+}
+
+// flagsFromDump returns the node flags of a dump's flags d.
+func flagsFromDump(d uint8) uint8 {
+	f := d & (meta.FlagImmutable | meta.FlagAppend)
+	if d&flagSkipTrash != 0 {
+		f |= meta.FlagSkipTrash
+	}
+	return f
+}
 
 // appendAttr appends n as an attr object on one line, fields in the order
 // of the spec.
 func appendAttr(b []byte, n *store.Node) []byte {
 	b = append(b, `{"inode":`...)
 	b = strconv.AppendUint(b, uint64(n.Ino), 10)
-	if f := n.Flags & dumpFlags; f != 0 {
+	if f := flagsToDump(n.Flags); f != 0 {
 		b = append(b, `,"flags":`...)
 		b = strconv.AppendUint(b, uint64(f), 10)
 	}

@@ -129,8 +129,17 @@ func TestGoldenJuiceFSQuirks(t *testing.T) {
 	if dev := lookup(t, c, meta.RootIno, "dev"); dev.Type != store.TypeBlockDev || dev.Rdev != 2049 {
 		t.Errorf("device: %+v", dev)
 	}
-	if sh := lookup(t, c, meta.RootIno, "shared"); sh.Flags != meta.FlagAppend {
-		t.Errorf("append-only file has flags %#x", sh.Flags)
+	// JuiceFS's skip-trash bit (32) is kept as Sluice's own flag: 32
+	// inside Sluice marks an unfinished truncation.
+	if sh := lookup(t, c, meta.RootIno, "shared"); sh.Flags != meta.FlagAppend|meta.FlagSkipTrash {
+		t.Errorf("append-only file that skips the trash has flags %#x, want %#x", sh.Flags, meta.FlagAppend|meta.FlagSkipTrash)
+	}
+	var again bytes.Buffer
+	if _, err := dump.Dump(ctx, st, &again, dump.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(again.Bytes(), []byte(`{"inode":9,"flags":34,"type":"regular"`)) {
+		t.Errorf("dumped again, the file does not have JuiceFS's flags 34:\n%s", again.Bytes())
 	}
 	err = st.View(ctx, func(tx store.Tx) error {
 		extra, err := tx.SliceRef(7, 8192)

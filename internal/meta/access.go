@@ -18,6 +18,10 @@ const (
 const (
 	FlagImmutable = 1
 	FlagAppend    = 2
+	// FlagSkipTrash is JuiceFS's mark of a file that skips the trash,
+	// kept from a loaded dump so that dumping again loses nothing; Sluice
+	// does not act on it.
+	FlagSkipTrash = 8
 )
 
 // Mode bits beyond the permission bits.

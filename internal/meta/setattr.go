@@ -303,7 +303,7 @@ func (c *Client) applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Att
 		if !cred.IsRoot() {
 			return syscall.EPERM
 		}
-		const kept = FlagACL | FlagDefaultACL | FlagXattrs | flagTruncating
+		const kept = FlagACL | FlagDefaultACL | FlagXattrs | FlagSkipTrash | flagTruncating
 		n.Flags = in.Flags&^kept | n.Flags&kept
 		changed = true
 	}

@@ -222,6 +222,11 @@ func testRoundTrip(t *testing.T, newStore NewStore) {
 	if !bytes.Contains(first, []byte(`"DelFiles": [`+"\n"+`    {"inode":`)) {
 		t.Errorf("the dump lists no file waiting for deletion:\n%s", first)
 	}
+	// The settings carry the metadata version of the format's layout,
+	// which JuiceFS loads, whatever version the volume itself has.
+	if !bytes.Contains(first, []byte(`"MetaVersion": 1,`)) {
+		t.Errorf("the dump's settings do not say metadata version 1:\n%.600s", first)
+	}
 	if red := Dump(t, src, dump.Options{}); !bytes.Contains(red, []byte(`"SecretKey": "removed"`)) {
 		t.Errorf("a default dump does not hide the secret")
 	}
