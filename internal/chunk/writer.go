@@ -63,9 +63,9 @@ type wslice struct {
 	started int  // leading blocks whose upload has started
 	frozen  bool // no more writes; finishing
 	created time.Time
-	touched time.Time // last write
-	prev    *wslice
-	done    chan struct{} // closed once committed or failed
+	touched time.Time     // last write
+	prev    *wslice       // the slice written before it in the chunk; guarded by the writer's mu
+	done    chan struct{} // closed once committed, failed or dropped
 
 	uploads sync.WaitGroup
 	errMu   sync.Mutex
@@ -309,9 +309,7 @@ func (w *FileWriter) finishLocked(sl *wslice) {
 	err := w.startUploads(w.bg, sl, len(sl.blocks))
 	go func() {
 		sl.uploads.Wait()
-		if sl.prev != nil {
-			<-sl.prev.done
-		}
+		w.waitPrev(sl)
 		if err == nil {
 			sl.errMu.Lock()
 			err = sl.err
@@ -348,6 +346,30 @@ func (w *FileWriter) finishLocked(sl *wslice) {
 		w.recycle(sl)
 		close(sl.done)
 	}()
+}
+
+// waitPrev waits until the slices written before sl in its chunk are
+// committed, so that sl's commit lands on top of theirs. A slice before it
+// may be dropped meanwhile (dropCoveredLocked), which points sl.prev past
+// it under w.mu and then closes its done: so sl.prev is read under the
+// lock and read again after each wait, until the slice waited for is
+// still sl's predecessor.
+func (w *FileWriter) waitPrev(sl *wslice) {
+	for {
+		w.mu.Lock()
+		prev := sl.prev
+		w.mu.Unlock()
+		if prev == nil {
+			return
+		}
+		<-prev.done
+		w.mu.Lock()
+		same := sl.prev == prev
+		w.mu.Unlock()
+		if same {
+			return
+		}
+	}
 }
 
 func (w *FileWriter) finishAllLocked() []chan struct{} {
