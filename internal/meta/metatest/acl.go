@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
 // aclXattr builds the kernel's xattr form of an ACL from (tag, perm, id)
@@ -29,14 +30,21 @@ const (
 	tagOther    = 0x20
 )
 
-// testACL checks POSIX ACLs on a volume formatted with them: the access
-// check, the mode kept in step, and default ACL inheritance.
-func testACL(t *testing.T, ns newStoreFunc) {
+// setupACL returns a fresh volume formatted with ACLs enabled, and a
+// client of it.
+func setupACL(t *testing.T, ns newStoreFunc) (store.Store, *meta.Client) {
+	t.Helper()
 	st := openStore(t, ns)
 	f := testFormat()
 	f.EnableACL = true
 	format(t, st, f)
-	c := newClient(t, st, meta.Config{})
+	return st, newClient(t, st, meta.Config{})
+}
+
+// testACL checks POSIX ACLs on a volume formatted with them: the access
+// check, the mode kept in step, and default ACL inheritance.
+func testACL(t *testing.T, ns newStoreFunc) {
+	_, c := setupACL(t, ns)
 	alice := meta.WithCred(root, meta.Cred{Uid: 1001, Gid: 1001})
 	bob := meta.WithCred(root, meta.Cred{Uid: 1002, Gid: 1002})
 	carol := meta.WithCred(root, meta.Cred{Uid: 1003, Gid: 1003, Gids: []uint32{2000}})

@@ -141,11 +141,7 @@ func testReadDirPaging(t *testing.T, ns newStoreFunc) {
 // a node without a read, and that the flag means nothing on a volume
 // formatted before it existed.
 func testXattrFlags(t *testing.T, ns newStoreFunc) {
-	st := openStore(t, ns)
-	f := testFormat()
-	f.EnableACL = true
-	format(t, st, f)
-	c := newClient(t, st, meta.Config{})
+	st, c := setupACL(t, ns)
 	file := mkfile(t, c, meta.RootIno, "f")
 	dir := mk(t, root, c, meta.RootIno, "d", store.TypeDir, 0o755)
 	none := func(what string, ino meta.Ino, want bool) {
