@@ -93,15 +93,20 @@ func TestConfig(t *testing.T) {
 		t.Errorf("refused changes changed the settings:\n%v\n%v", before, after)
 	}
 
-	// With --yes the trash goes, and the mount deletes at once.
-	mustSluice(t, "config", v.metaURL, "--trash-days", "0", "--yes", "--capacity", "0")
+	// With --yes the trash goes, and the mount deletes at once. The
+	// limits go too: until the mount reloads the settings, each try
+	// below leaves a file behind (refused by the 1M capacity, or sent
+	// to the trash), and with the 50-inode limit kept, a mount slow to
+	// reload (a loaded machine) reached it and refused every later try
+	// with ENOSPC.
+	mustSluice(t, "config", v.metaURL, "--trash-days", "0", "--yes", "--capacity", "0", "--inodes", "0")
 	if f := volumeSetting(t, v.metaURL); f["TrashDays"] != 0.0 {
 		t.Fatalf("trash days after --yes: %v", f["TrashDays"])
 	}
 	eventuallyWithin(t, 30*time.Second, "the mount stops trashing deleted files", func() error {
 		name := fmt.Sprintf("f%d", time.Now().UnixNano())
-		// Until the mount reloads the settings, the 1M capacity may
-		// still refuse the write: try again.
+		// Until the mount reloads the settings, the 1M capacity or the
+		// inode limit may still refuse the write: try again.
 		if err := os.WriteFile(v.path(name), []byte("x"), 0o644); err != nil {
 			return err
 		}
