@@ -443,20 +443,19 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 		return a, v.addHandle(&handle{ino: ino, flags: flags}), nil
 	}
 	f := v.openFileRef(a)
-	// Close-to-open for extended attributes too: what the open read
-	// decides. When it says the file has none, the kernel's GETXATTR of
-	// its capabilities before a write and cp -a's listing need not ask
-	// the engine while it is open (unless this mount set one since the
-	// read began); otherwise they ask again, as another mount may have
-	// set one since this mount last looked.
-	none := v.meta.NoXattrs(a)
-	f.mu.Lock()
-	if none && v.xattrGen.Load() == xgen {
-		f.mu.noCaps, f.mu.noXattrs = true, true
-	} else {
-		f.mu.noCaps, f.mu.noXattrs = false, false
+	if v.meta.NoXattrs(a) {
+		// The open read the file as having no extended attributes: the
+		// kernel's GETXATTR of its capabilities before a write and cp
+		// -a's listing need not ask the engine while it is open, unless
+		// this mount set one since the read began. (Another mount's
+		// setxattr changes the ctime, so openFileRef already forgot
+		// what this mount knew when the version it read is new.)
+		f.mu.Lock()
+		if v.xattrGen.Load() == xgen {
+			f.mu.noCaps, f.mu.noXattrs = true, true
+		}
+		f.mu.Unlock()
 	}
-	f.mu.Unlock()
 	// The kernel's cached attributes are the file's version in the
 	// engine (or have expired: it fetches them again before it reads),
 	// and it drops its pages itself when attributes it fetches show a
