@@ -64,6 +64,9 @@ type openFile struct {
 		held      []meta.AttrChange
 		heldTimes bool
 		heldTimer *time.Timer // applies held changes no commit took; nil when unarmed
+		// closed is set when the last handle went and nothing was held:
+		// from then on changes go to the engine at once (see hold).
+		closed bool
 	}
 }
 
@@ -287,6 +290,12 @@ func (f *openFile) applyHeldLater() {
 func (f *openFile) hold(ctx context.Context, mask uint32, in *meta.Attr) (*meta.Attr, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.mu.closed {
+		// Release already committed what was held: a change held now
+		// would reach the engine only when the timer fired, after a
+		// caller that found no open file read the old attributes.
+		return nil, false
+	}
 	out, ok := f.meta.PreviewAttr(ctx, f.mu.attr, mask, in)
 	if !ok {
 		return nil, false
@@ -670,19 +679,60 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 		}
 	}
 	if f := h.file; f != nil {
-		v.mu.Lock()
-		f.mu.Lock()
-		f.mu.refs--
-		if f.mu.refs == 0 {
-			delete(v.mu.files, f.ino)
+		if testHookReleaseFlushed != nil {
+			testHookReleaseFlushed(h.ino)
 		}
-		f.mu.Unlock()
-		v.mu.Unlock()
+		if ferr := v.unref(ctx, f); err == nil {
+			err = ferr
+		}
 	}
 	if rerr := v.meta.Release(ctx, h.ino); err == nil {
 		err = rerr
 	}
 	return err
+}
+
+// testHookReleaseFlushed, when set by a test, runs in Release between the
+// flush and the release of the file's reference.
+var testHookReleaseFlushed func(meta.Ino)
+
+// unref drops a handle's reference to f. The last one takes f out of the
+// open files only once nothing is held back on it: a SetAttr that found f
+// open may have held a change after Release flushed, and that change must
+// reach the engine before a caller can miss f and read the engine.
+func (v *VFS) unref(ctx context.Context, f *openFile) error {
+	for {
+		v.mu.Lock()
+		f.mu.Lock()
+		if f.mu.refs == 1 && len(f.mu.held) > 0 {
+			f.mu.Unlock()
+			v.mu.Unlock()
+			if err := f.applyHeld(ctx); err != nil {
+				v.mu.Lock()
+				f.mu.Lock()
+				f.mu.refs--
+				if f.mu.refs == 0 {
+					// What is held stays with f, for a timer to retry.
+					delete(v.mu.files, f.ino)
+					if f.mu.heldTimer == nil {
+						f.mu.heldTimer = time.AfterFunc(heldDelay, f.applyHeldLater)
+					}
+				}
+				f.mu.Unlock()
+				v.mu.Unlock()
+				return err
+			}
+			continue
+		}
+		f.mu.refs--
+		if f.mu.refs == 0 {
+			f.mu.closed = true
+			delete(v.mu.files, f.ino)
+		}
+		f.mu.Unlock()
+		v.mu.Unlock()
+		return nil
+	}
 }
 
 // Fallocate applies fallocate(2) (meta.Fallocate modes) to the handle's

@@ -178,3 +178,32 @@ func TestHeldAttrsWithoutWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldAttrsRaceRelease checks a change made while the last handle of
+// its file is released, after Release flushed (pjdfstest's chmod right
+// after a create's close): once Release returns, the change is in the
+// engine, where a caller that no longer finds the file open reads it.
+func TestHeldAttrsRaceRelease(t *testing.T) {
+	vol := newVolume(t, 0)
+	a, b := vol.mount(t), vol.mount(t)
+	ino := a.create(t, "f", []byte("data"))
+	const mode = 0o640
+	testHookReleaseFlushed = func(meta.Ino) {
+		if _, err := a.SetAttr(as(1), ino, meta.SetMode, &meta.Attr{Mode: mode}); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { testHookReleaseFlushed = nil }()
+	a.close(t, a.open(t, ino))
+	testHookReleaseFlushed = nil
+	if got := attrOf(t, b, ino).Mode & 0o7777; got != mode {
+		t.Fatalf("another mount sees mode %o after the release returned, want %o", got, mode)
+	}
+	// The file is closed now: a change goes to the engine at once.
+	if _, err := a.SetAttr(as(1), ino, meta.SetMode, &meta.Attr{Mode: 0o600}); err != nil {
+		t.Fatal(err)
+	}
+	if got := attrOf(t, b, ino).Mode & 0o7777; got != 0o600 {
+		t.Fatalf("another mount sees mode %o after a change of the closed file, want 600", got)
+	}
+}
