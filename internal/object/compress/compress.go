@@ -103,7 +103,7 @@ func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadC
 		return nil, err
 	}
 	defer rc.Close()
-	stored, err := io.ReadAll(rc)
+	stored, err := object.ReadAll(rc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: get %q: %w", s, key, err)
 	}

@@ -80,7 +80,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	if key == "" {
 		return fmt.Errorf("%s: put: %w", s, errors.New("empty key"))
 	}
-	data, err := io.ReadAll(r)
+	data, err := object.ReadAll(r)
 	if err != nil {
 		return fmt.Errorf("%s: put %q: %w", s, key, err)
 	}

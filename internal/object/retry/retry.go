@@ -293,7 +293,7 @@ func rewinder(r io.Reader) (func(attempt int) (io.Reader, error), error) {
 			}, nil
 		}
 	}
-	data, err := io.ReadAll(r)
+	data, err := object.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("buffer content: %w", err)
 	}
