@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -259,11 +260,6 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	// Write buffers and the memory block cache are each bounded by
-	// --buffer-size; a soft limit a little above both makes the garbage
-	// collector keep the process near that instead of at twice its live
-	// heap.
-	debug.SetMemoryLimit(2*o.bufferSize + 256<<20)
 	log, closeLog := mountLogger(o.debug, o.logFile, o.logRotation)
 	defer closeLog()
 	// Catch signals from the start: one that arrives while the mount is
@@ -288,6 +284,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		}
 	}()
 	f := vol.Format()
+	debug.SetMemoryLimit(memoryLimit(o.bufferSize, f.Storage))
 	if o.metrics != "" {
 		if err := serveMetrics(o.metrics, log, vol.Telemetry().Handler()); err != nil {
 			return err
@@ -323,6 +320,20 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	err = vol.Close(ctx)
 	log.Info("volume unmounted", "mountpoint", mp)
 	return err
+}
+
+// memoryLimit returns the soft memory limit of a mount. Write buffers and
+// the memory block cache are each bounded by bufferSize; a limit a little
+// above both makes the garbage collector keep the process near that
+// instead of at twice its live heap. A mem bucket keeps every block in the
+// heap as well: a limit below them would keep the collector running and
+// handing pages back to the system, to fault them in again, so there is
+// none.
+func memoryLimit(bufferSize int64, storage string) int64 {
+	if storage == "mem" {
+		return math.MaxInt64
+	}
+	return 2*bufferSize + 256<<20
 }
 
 // startBackups starts the metadata backups of --backup-meta in the
