@@ -67,17 +67,22 @@ func (p *prefetcher) release(key string) {
 }
 
 // fetch loads block index of slice id (size bytes) into the cache in the
-// background, unless it is cached or being fetched, or the store is busy
-// with as much readahead as allowed.
-func (p *prefetcher) fetch(id uint64, size uint32, index int) {
+// background, unless it is cached or being fetched. It reports false when
+// the store is busy with as much readahead as allowed, and the block was
+// left out.
+func (p *prefetcher) fetch(id uint64, size uint32, index int) bool {
 	key := p.s.key(id, size, index)
 	if _, ok := p.s.mem.Get(key); ok {
-		return
+		return true
 	}
 	n := int64(p.s.blockLen(size, index))
-	if p.inflight.Add(n) > p.limit || !p.claim(key) {
+	if p.inflight.Add(n) > p.limit {
 		p.inflight.Add(-n)
-		return
+		return false
+	}
+	if !p.claim(key) {
+		p.inflight.Add(-n)
+		return true
 	}
 	go func() {
 		defer p.inflight.Add(-n)
@@ -86,6 +91,7 @@ func (p *prefetcher) fetch(id uint64, size uint32, index int) {
 		defer func() { <-p.slots }()
 		p.load(id, size, index)
 	}()
+	return true
 }
 
 // whole starts a background fetch of a whole block after a small read of
@@ -156,20 +162,27 @@ func (r *FileReader) Readahead(ctx context.Context, src SliceSource, off, n, len
 	if rg.Empty() {
 		return
 	}
-	r.fetchRange(ctx, src, uint64(rg.Start), uint64(rg.End))
+	if upto := r.fetchRange(ctx, src, uint64(rg.Start), uint64(rg.End)); upto < uint64(rg.End) {
+		r.mu.Lock()
+		r.policy.Shortfall(int64(upto))
+		r.mu.Unlock()
+	}
 }
 
 // fetchRange starts fetches of the blocks holding the file's bytes in
-// [start, end). Slice lists come from src (an open file caches them).
-func (r *FileReader) fetchRange(ctx context.Context, src SliceSource, start, end uint64) {
+// [start, end). Slice lists come from src (an open file caches them). It
+// returns end, or where it stopped: the file offset of the first block it
+// could not start, or of the chunk whose slice list failed to load.
+func (r *FileReader) fetchRange(ctx context.Context, src SliceSource, start, end uint64) uint64 {
 	bs := uint32(r.s.conf.BlockSize)
 	for off := start; off < end; {
 		idx := uint32(off / meta.ChunkSize)
+		base := uint64(idx) * meta.ChunkSize
 		cs := uint32(off % meta.ChunkSize)
-		ce := uint32(min(end-uint64(idx)*meta.ChunkSize, meta.ChunkSize))
+		ce := uint32(min(end-base, meta.ChunkSize))
 		slices, err := src.ReadChunk(ctx, r.ino, idx)
 		if err != nil {
-			return
+			return off
 		}
 		for _, g := range meta.Visible(slices, cs, ce) {
 			if g.Slice == nil || g.Slice.Id == 0 {
@@ -178,9 +191,14 @@ func (r *FileReader) fetchRange(ctx context.Context, src SliceSource, start, end
 			from := g.SliceOff()
 			to := from + (g.End - g.Start)
 			for b := from / bs; b*bs < to; b++ {
-				r.s.prefetch.fetch(g.Slice.Id, g.Slice.Size, int(b))
+				if !r.s.prefetch.fetch(g.Slice.Id, g.Slice.Size, int(b)) {
+					// The file offset where block b of the slice starts,
+					// or the visible part's start when b begins before it.
+					return base + uint64(g.Start) + uint64(max(b*bs, from)-from)
+				}
 			}
 		}
-		off = uint64(idx)*meta.ChunkSize + uint64(ce)
+		off = base + uint64(ce)
 	}
+	return end
 }

@@ -121,6 +121,19 @@ func (p *Policy) Read(off, n, length, limit int64) Range {
 	return Range{Start: from, End: to}
 }
 
+// Shortfall records that of a range Read returned, only the part before
+// upto could be fetched (the bytes in flight were at their bound): the
+// session that asked for it asks again from upto with its next read,
+// instead of leaving a hole its reader finds uncached.
+func (p *Policy) Shortfall(upto int64) {
+	for i := range p.sessions {
+		s := &p.sessions[i]
+		if s.end <= upto && upto < s.ahead {
+			s.ahead = upto
+		}
+	}
+}
+
 // find returns the session that a read at off continues, or nil.
 func (p *Policy) find(off int64) *session {
 	var best *session

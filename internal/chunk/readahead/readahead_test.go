@@ -146,3 +146,32 @@ func TestReset(t *testing.T) {
 		t.Fatalf("read after Reset fetched [%d, %d), want nothing", r.Start, r.End)
 	}
 }
+
+// TestShortfall checks that a range only partly fetched is asked for
+// again from where fetching stopped, by the stream that asked, and that
+// other streams keep what they asked for.
+func TestShortfall(t *testing.T) {
+	p := New(Config{Unit: 4 * MiB, Min: 4 * MiB, Max: 32 * MiB, Sessions: 2})
+	const length = 1 << 40
+	steps := []step{
+		{0, 1 * MiB, Range{}},
+		{1 * MiB, 1 * MiB, Range{2 * MiB, 8 * MiB}},
+		{100 * MiB, 1 * MiB, Range{}},
+		{101 * MiB, 1 * MiB, Range{102 * MiB, 108 * MiB}},
+		{2 * MiB, 1 * MiB, Range{8 * MiB, 12 * MiB}},
+	}
+	for i, s := range steps {
+		if got := p.Read(s.off, s.n, length, 1<<40); got != s.want {
+			t.Fatalf("step %d: read [%d, +%d) fetched %v, want %v", i, s.off, s.n, got, s.want)
+		}
+	}
+	// Only [8M, 10M) of [8M, 12M) could start.
+	p.Shortfall(10 * MiB)
+	if got, want := p.Read(3*MiB, MiB, length, 1<<40), (Range{10 * MiB, 20 * MiB}); got != want {
+		t.Fatalf("read after a shortfall fetched %v, want %v", got, want)
+	}
+	// The other stream asked for up to 108M, which it keeps.
+	if got, want := p.Read(102*MiB, MiB, length, 1<<40), (Range{108 * MiB, 112 * MiB}); got != want {
+		t.Fatalf("the other stream fetched %v, want %v", got, want)
+	}
+}
