@@ -2,12 +2,15 @@ package chunk
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/sluicefs/sluice/internal/meta"
 )
 
 // countStore counts the Gets of each key.
@@ -39,7 +42,7 @@ func TestDiskCacheCorruptBlock(t *testing.T) {
 			obj := &countStore{faultStore: faultStore{Store: newFileStore(t)}, gets: map[string]int{}}
 			e := newEnv(t, obj, Config{})
 			dir := t.TempDir()
-			e.s = openStore(t, obj, dir, Config{})
+			e.s = openStore(t, obj, dir, Config{CacheLargeWrite: true})
 			ino := e.newFile(t, "f")
 			w := e.s.NewWriter(ino, e.c)
 			var m fileModel
@@ -87,7 +90,8 @@ func TestDiskCacheRestart(t *testing.T) {
 	f := &faultStore{Store: newFileStore(t)}
 	e := newEnv(t, f, Config{})
 	dir := t.TempDir()
-	s1, err := Open(f, Config{BlockSize: testBlockSize, CacheDirs: []string{dir}, VolumeUUID: testVolumeUUID})
+	s1, err := Open(f, Config{BlockSize: testBlockSize, CacheDirs: []string{dir}, VolumeUUID: testVolumeUUID,
+		CacheLargeWrite: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,4 +153,54 @@ func BenchmarkDiskCacheRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestCacheWrittenBlocks checks which written blocks go into the caches:
+// by default only those shorter than a block, with CacheLargeWrite all,
+// with CachePartialOnly none. The pooled buffer of a block the caches
+// keep must not be reused for another (its bytes would change under the
+// cache), so the file is written twice and the first copy read back.
+func TestCacheWrittenBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		conf        Config
+		full, short bool // whether the full blocks and the short last one are cached
+	}{
+		{"default", Config{}, false, true},
+		{"CacheLargeWrite", Config{CacheLargeWrite: true}, true, true},
+		{"CachePartialOnly", Config{CachePartialOnly: true, CacheLargeWrite: true}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := newFileStore(t)
+			e := newEnv(t, obj, Config{})
+			tc.conf.MemoryCacheSize = 64 << 20
+			e.s = openStore(t, obj, t.TempDir(), tc.conf)
+			var inos [2]meta.Ino
+			var models [2]fileModel
+			for i := range inos {
+				inos[i] = e.newFile(t, fmt.Sprintf("f%d", i))
+				w := e.s.NewWriter(inos[i], e.c)
+				e.write(t, w, &models[i], pattern(uint64(10+i), 2*testBlockSize+testBlockSize/2), 0)
+				e.flush(t, w)
+			}
+			e.s.disk.Flush()
+			keys := e.blockKeys(t, inos[0])
+			if len(keys) != 3 {
+				t.Fatalf("%d blocks, want 3", len(keys))
+			}
+			for i, key := range keys {
+				want := tc.full
+				if i == 2 {
+					want = tc.short
+				}
+				_, inMem := e.s.mem.Get(key)
+				_, onDisk := e.s.disk.Get(key)
+				if inMem != want || onDisk != want {
+					t.Errorf("block %d: in memory %v, on disk %v; want %v", i, inMem, onDisk, want)
+				}
+			}
+			e.check(t, nil, inos[0], &models[0])
+			e.check(t, nil, inos[1], &models[1])
+		})
+	}
 }

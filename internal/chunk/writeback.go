@@ -62,7 +62,7 @@ func (s *Store) stage(key string, data []byte) bool {
 		if wasFull {
 			s.staged.full.Store(false)
 		}
-		if !s.conf.CachePartialOnly {
+		if s.cachesWritten(len(data)) {
 			s.mem.Put(key, data)
 		}
 		s.queueUpload(key)

@@ -258,13 +258,14 @@ func (w *FileWriter) grow(sl *wslice, b []byte, need int) []byte {
 }
 
 // recycle returns the whole-block buffers of sl, which is done with (its
-// uploads over, out of the pending list), to the store's pool.
+// uploads over, out of the pending list), to the store's pool, unless
+// the caches took their blocks.
 func (w *FileWriter) recycle(sl *wslice) {
 	if w.s.blockBufs == nil {
 		return
 	}
 	for i, b := range sl.blocks {
-		if cap(b) == w.s.conf.BlockSize {
+		if cap(b) == w.s.conf.BlockSize && !w.s.cachesWritten(len(b)) {
 			b = b[:cap(b)]
 			w.s.blockBufs.Put(&b)
 		}

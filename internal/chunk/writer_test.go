@@ -699,40 +699,77 @@ func TestSmallBuffers(t *testing.T) {
 }
 
 // TestRecycledBuffers writes files one after another through a store that
-// recycles whole-block buffers (nothing caches written blocks), with
-// different contents and partial last blocks, and reads each back: no
-// byte of one file may show in another.
+// recycles whole-block buffers, with different contents and partial last
+// blocks, and reads each back: no byte of one file may show in another.
+// By default the short blocks are cached (their buffers, whole-block
+// ones when a block is 64 KiB, must not be reused) and the full ones not;
+// with CachePartialOnly no written block is.
 func TestRecycledBuffers(t *testing.T) {
 	const bs = 64 << 10
-	e := newEnv(t, nil, Config{BlockSize: bs, CachePartialOnly: true})
-	if e.s.blockBufs == nil {
-		t.Fatal("store does not recycle buffers with CachePartialOnly")
+	for _, conf := range []Config{
+		{BlockSize: bs, MemoryCacheSize: 64 << 20},
+		{BlockSize: bs, MemoryCacheSize: 64 << 20, CachePartialOnly: true},
+	} {
+		t.Run(fmt.Sprintf("CachePartialOnly=%v", conf.CachePartialOnly), func(t *testing.T) {
+			e := newEnv(t, nil, conf)
+			if e.s.blockBufs == nil {
+				t.Fatal("store does not recycle buffers")
+			}
+			type file struct {
+				ino meta.Ino
+				m   fileModel
+			}
+			var files []file
+			for i, size := range []int{3*bs + 100, bs / 2, 2 * bs, 5*bs - 7, 3*bs - 5000} {
+				ino := e.newFile(t, fmt.Sprintf("f%d", i))
+				w := e.s.NewWriter(ino, e.c)
+				data := pattern(uint64(i+10), size)
+				if err := writeSeq(e.ctx, w, data, 0, 8<<10); err != nil {
+					t.Fatal(err)
+				}
+				// An overwrite inside the buffered part, then a short tail.
+				if err := w.Write(e.ctx, pattern(uint64(i+50), 300), uint64(size/3)); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Flush(e.ctx); err != nil {
+					t.Fatal(err)
+				}
+				f := file{ino: ino}
+				f.m.write(data, 0)
+				f.m.write(pattern(uint64(i+50), 300), uint64(size/3))
+				files = append(files, f)
+			}
+			for _, f := range files {
+				e.check(t, nil, f.ino, &f.m)
+			}
+		})
 	}
-	type file struct {
-		ino meta.Ino
-		m   fileModel
-	}
-	var files []file
-	for i, size := range []int{3*bs + 100, bs / 2, 2 * bs, 5*bs - 7} {
-		ino := e.newFile(t, fmt.Sprintf("f%d", i))
-		w := e.s.NewWriter(ino, e.c)
-		data := pattern(uint64(i+10), size)
+}
+
+// TestRecycledBuffersSpareCachedBlocks writes a file of one short block,
+// whose buffer is a whole-block one (the block size is 64 KiB) and which
+// the memory cache keeps, then another file: the second must not reuse
+// that buffer, or the first file's cached block changes under it.
+func TestRecycledBuffersSpareCachedBlocks(t *testing.T) {
+	const bs = 64 << 10
+	e := newEnv(t, nil, Config{BlockSize: bs, MemoryCacheSize: 64 << 20})
+	var models [2]fileModel
+	var inos [2]meta.Ino
+	for i, size := range []int{bs - 7, 2 * bs} {
+		inos[i] = e.newFile(t, fmt.Sprintf("f%d", i))
+		w := e.s.NewWriter(inos[i], e.c)
+		data := pattern(uint64(i+1), size)
 		if err := writeSeq(e.ctx, w, data, 0, 8<<10); err != nil {
-			t.Fatal(err)
-		}
-		// An overwrite inside the buffered part, then a short tail.
-		if err := w.Write(e.ctx, pattern(uint64(i+50), 300), uint64(size/3)); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Flush(e.ctx); err != nil {
 			t.Fatal(err)
 		}
-		f := file{ino: ino}
-		f.m.write(data, 0)
-		f.m.write(pattern(uint64(i+50), 300), uint64(size/3))
-		files = append(files, f)
+		models[i].write(data, 0)
 	}
-	for _, f := range files {
-		e.check(t, nil, f.ino, &f.m)
+	if e.s.mem.Used() == 0 {
+		t.Fatal("the short block is not in the memory cache")
 	}
+	e.check(t, nil, inos[0], &models[0])
+	e.check(t, nil, inos[1], &models[1])
 }

@@ -55,6 +55,7 @@ type mountOptions struct {
 	cacheSize     int64
 	freeRatio     float64
 	partialOnly   bool
+	largeWrite    bool
 	writeback     bool
 	metrics       string
 	hideInternal  bool
@@ -161,6 +162,7 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	fl.Var(sizeValue{&o.cacheSize, 1 << 20}, "cache-size", "size of the local block cache, across its directories (a plain number is MiB)")
 	fl.Float64Var(&o.freeRatio, "free-space-ratio", o.freeRatio, "share of each cache directory's disk kept free: below it cached blocks are evicted")
 	fl.BoolVar(&o.partialOnly, "cache-partial-only", false, "do not cache the blocks this mount writes (never cached on file storage, which is local already)")
+	fl.BoolVar(&o.largeWrite, "cache-large-write", false, "cache the written blocks of the full block size too, not only shorter ones (small files, a file's last block)")
 	fl.BoolVar(&o.writeback, "writeback", false, "acknowledge writes once their blocks are staged durably in the cache directory, and upload in the background (see `sluice umount --flush`)")
 	fl.StringVar(&o.metrics, "metrics", "", "serve the mount's metrics (FUSE, metadata and object storage latency, caches, buffers, usage, CPU and memory) for Prometheus at http://ADDR/metrics (e.g. 127.0.0.1:9567); the file .stats at the mount's root shows the same")
 	fl.BoolVar(&o.hideInternal, "hide-internal", false, "leave the internal files (.accesslog, .stats, .config, .control) out of listings of the root; they can still be opened by name")
@@ -386,6 +388,7 @@ func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options
 		CacheSize:        o.cacheSize,
 		FreeSpaceRatio:   o.freeRatio,
 		CachePartialOnly: o.partialOnly,
+		CacheLargeWrite:  o.largeWrite,
 		Writeback:        o.writeback,
 		MaxReadahead:     o.maxReadahead,
 		Prefetch:         o.prefetch,

@@ -76,9 +76,10 @@ Where the blocks go depends on the mount's --cache-dir:
   - memory: the memory cache, which holds as much as its size (see
     --buffer-size) and is lost when the mount ends.
 Either cache evicts its least recently used blocks to take new ones, so
-warming more than it holds keeps only the last part. On file storage a
-mount never caches the blocks it writes (they are local already) and with
---cache-partial-only neither does any mount, so fresh data starts uncached.
+warming more than it holds keeps only the last part. A mount caches the
+blocks it writes only when they are shorter than a block (or all of them
+with --cache-large-write), never on file storage (they are local already)
+and never with --cache-partial-only, so fresh big files start uncached.
 
 --check reports instead, per PATH and in total, how many bytes of the blocks
 are cached and what share that is. --evict drops the blocks from both
