@@ -701,37 +701,30 @@ var testHookReleaseFlushed func(meta.Ino)
 // open may have held a change after Release flushed, and that change must
 // reach the engine before a caller can miss f and read the engine.
 func (v *VFS) unref(ctx context.Context, f *openFile) error {
+	var err error
 	for {
 		v.mu.Lock()
 		f.mu.Lock()
-		if f.mu.refs == 1 && len(f.mu.held) > 0 {
+		last := f.mu.refs == 1
+		if last && len(f.mu.held) > 0 && err == nil {
 			f.mu.Unlock()
 			v.mu.Unlock()
-			if err := f.applyHeld(ctx); err != nil {
-				v.mu.Lock()
-				f.mu.Lock()
-				f.mu.refs--
-				if f.mu.refs == 0 {
-					// What is held stays with f, for a timer to retry.
-					delete(v.mu.files, f.ino)
-					if f.mu.heldTimer == nil {
-						f.mu.heldTimer = time.AfterFunc(heldDelay, f.applyHeldLater)
-					}
-				}
-				f.mu.Unlock()
-				v.mu.Unlock()
-				return err
-			}
+			err = f.applyHeld(ctx)
 			continue
 		}
 		f.mu.refs--
-		if f.mu.refs == 0 {
-			f.mu.closed = true
+		if last {
 			delete(v.mu.files, f.ino)
+			if len(f.mu.held) == 0 {
+				f.mu.closed = true
+			} else if f.mu.heldTimer == nil {
+				// What failed to apply stays with f, for a timer to retry.
+				f.mu.heldTimer = time.AfterFunc(heldDelay, f.applyHeldLater)
+			}
 		}
 		f.mu.Unlock()
 		v.mu.Unlock()
-		return nil
+		return err
 	}
 }
 
