@@ -69,6 +69,7 @@ META-URL examples:
   mysql://USER:PASS@(HOST:3306)/DB                     MySQL or MariaDB
   etcd://HOST:2379[,HOST:2379...]/PREFIX               etcd
   tikv://PD:2379[,PD:2379...]/PREFIX                   TiKV
+  sluice://HOST:9400/NAME                              in-memory metadata server (sluice meta-server)
 
 NAME is 3-63 lower-case letters, digits and '-'; all objects of the volume
 are stored under NAME/ in the bucket.`,

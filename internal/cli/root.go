@@ -40,6 +40,7 @@ Quick start:
 	root.AddCommand(newConfig(), newDestroy())
 	root.AddCommand(newInfo(), newSummary(), newWarmup(), newRmr())
 	root.AddCommand(newProfile(), newStats())
+	root.AddCommand(newMetaServer())
 	return root
 }
 

@@ -8,11 +8,13 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,15 +111,54 @@ func newVolume(t *testing.T, formatArgs ...string) *volume {
 }
 
 // metaEngines are the engines the e2e tests that run per engine use.
-var metaEngines = []string{"sqlite3", "redis", "postgres", "mysql", "etcd"}
+var metaEngines = []string{"sqlite3", "redis", "postgres", "mysql", "etcd", "sluice"}
 
 // metaURL returns a metadata URL of a fresh, empty namespace on engine.
 func metaURL(t *testing.T, engine, dir string) string {
 	t.Helper()
-	if engine == "sqlite3" {
+	switch engine {
+	case "sqlite3":
 		return "sqlite3://" + filepath.Join(dir, "meta.db")
+	case "sluice":
+		return "sluice://" + startMetaServer(t, filepath.Join(dir, "metaserver")) + "/vol"
 	}
 	return testserver.MetaURL(t, engine, fmt.Sprintf("e2e%d", time.Now().UnixNano()))
+}
+
+// startMetaServer runs `sluice meta-server` on dir until the test ends
+// (then stops it with SIGTERM, which must end it cleanly) and returns
+// its address.
+func startMetaServer(t *testing.T, dir string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(sluiceBin, "meta-server", "--dir", dir, "--listen", addr, "--log", dir+".log")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			log, _ := os.ReadFile(dir + ".log")
+			t.Errorf("meta-server stopped with %v; log:\n%s", err, log)
+		}
+	})
+	for i := 0; ; i++ {
+		nc, err := net.Dial("tcp", addr)
+		if err == nil {
+			nc.Close()
+			return addr
+		}
+		if i > 1000 {
+			log, _ := os.ReadFile(dir + ".log")
+			t.Fatalf("meta-server did not start: %v; log:\n%s", err, log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // newVolumeOn formats a volume whose metadata lives on engine.

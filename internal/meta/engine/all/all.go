@@ -13,6 +13,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/engine/mysql"
 	"github.com/sluicefs/sluice/internal/meta/engine/postgres"
 	redisengine "github.com/sluicefs/sluice/internal/meta/engine/redis"
+	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlite"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
@@ -50,6 +51,7 @@ func engines() map[string]opener {
 		"redis":      rd,
 		"rediss":     rd,
 		"etcd":       kv(etcd.Open),
+		"sluice":     kv(sluice.Open),
 		"tikv":       openTiKV,
 	}
 }

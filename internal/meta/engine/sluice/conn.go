@@ -1,0 +1,154 @@
+package sluice
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// errConnLost reports a request whose connection broke before its
+// reply came: it may or may not have been served.
+var errConnLost = errors.New("connection to the metadata server lost")
+
+// conn is one connection to the server, shared by many requests in
+// flight; one goroutine reads the replies and hands each to its caller.
+type conn struct {
+	mu      sync.Mutex // guards everything below
+	nc      net.Conn
+	w       *bufio.Writer
+	pending map[uint64]chan wire.Frame
+	nextID  uint64
+	broken  bool
+}
+
+// dial connects to addr and says hello.
+func dial(ctx context.Context, addr, name string) (*conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c := &conn{nc: nc, w: bufio.NewWriterSize(nc, 64<<10), pending: map[uint64]chan wire.Frame{}}
+	go c.readLoop()
+	f, err := c.call(ctx, wire.OpHello, nil, func(b *wire.Buf) {
+		b.Uvarint(wire.Version)
+		b.Bytes([]byte(name))
+	})
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	if f.Kind != wire.StatusOK {
+		c.close()
+		return nil, replyError(f)
+	}
+	return c, nil
+}
+
+func (c *conn) readLoop() {
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		f, err := wire.ReadFrame(r)
+		if err != nil {
+			c.close()
+			return
+		}
+		c.mu.Lock()
+		ch := c.pending[f.ID]
+		delete(c.pending, f.ID)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- f
+		}
+	}
+}
+
+// close breaks the connection: requests waiting for a reply get
+// errConnLost.
+func (c *conn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken {
+		return
+	}
+	c.broken = true
+	c.nc.Close()
+	for id, ch := range c.pending {
+		close(ch)
+		delete(c.pending, id)
+	}
+}
+
+func (c *conn) isBroken() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken
+}
+
+// call sends one request and waits for its reply. extra frames (snapshot
+// releases, which get no reply) go out in the same write.
+func (c *conn) call(ctx context.Context, op byte, extra []byte, fill func(*wire.Buf)) (wire.Frame, error) {
+	ch := make(chan wire.Frame, 1)
+	c.mu.Lock()
+	if c.broken {
+		c.mu.Unlock()
+		return wire.Frame{}, errConnLost
+	}
+	c.nextID++
+	id := c.nextID
+	b := wire.NewFrame(id, op)
+	if fill != nil {
+		fill(b)
+	}
+	if b.Len() > wire.MaxFrame {
+		c.mu.Unlock()
+		return wire.Frame{}, fmt.Errorf("request of %d bytes exceeds the protocol's %d", b.Len(), wire.MaxFrame)
+	}
+	c.pending[id] = ch
+	if extra != nil {
+		c.w.Write(extra)
+	}
+	c.w.Write(b.Finish())
+	err := c.w.Flush()
+	c.mu.Unlock()
+	if err != nil {
+		c.close()
+		return wire.Frame{}, errConnLost
+	}
+	select {
+	case f, ok := <-ch:
+		if !ok {
+			return wire.Frame{}, errConnLost
+		}
+		return f, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return wire.Frame{}, ctx.Err()
+	}
+}
+
+// replyError turns an error reply into an error.
+func replyError(f wire.Frame) error {
+	if f.Kind == wire.StatusError {
+		r := wire.NewReader(f.Body)
+		return fmt.Errorf("metadata server: %s", r.Bytes())
+	}
+	return fmt.Errorf("metadata server: unexpected status %d", f.Kind)
+}
+
+// backoff returns the wait before attempt i of a reconnection.
+func backoff(i int) time.Duration {
+	d := 20 * time.Millisecond << min(i, 5)
+	return min(d, time.Second)
+}

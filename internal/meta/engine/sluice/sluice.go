@@ -1,0 +1,263 @@
+// Package sluice is the engine of the in-memory metadata server (package
+// metaserver), opened with a URL such as sluice://127.0.0.1:9400/myvol.
+// It is a kvstore.DB: a transaction reads one snapshot on the server
+// (taken by its first read), buffers its writes here, and sends them in
+// one commit with what it read; the server's apply loop commits it only
+// if nothing it read changed, and acknowledges it once it is durable.
+//
+// Requests travel on a few connections, many in flight on each. A broken
+// connection is dialled again and the request sent again, for as long as
+// the URL's timeout allows (default 60s): reads are idempotent, and a
+// commit carries this client's id and a transaction number, so the
+// server answers a commit it already applied instead of applying it
+// twice. A transaction whose snapshot is gone (the server restarted)
+// starts again.
+package sluice
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// errNoSnapshot reports a transaction whose snapshot the server no
+// longer has; as a conflict, it makes kvstore run the transaction again.
+var errNoSnapshot = fmt.Errorf("snapshot gone from the metadata server: %w", store.ErrConflict)
+
+// DB is a connection pool to one metadata server.
+type DB struct {
+	addr, name string
+	timeout    time.Duration
+	client     uint64
+	txn        atomic.Uint64
+
+	mu     sync.Mutex // guards conns, rel, closed
+	conns  []*conn
+	rel    []uint64 // snapshots to release with the next request
+	closed bool
+	rr     atomic.Uint32
+}
+
+var _ kvstore.DB = (*DB)(nil)
+
+// Open connects to the server the URL names:
+// sluice://HOST:PORT[/NAME][?timeout=DURATION&conns=N].
+func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("metadata URL %q: %w", rawURL, err)
+	}
+	if u.Scheme != "sluice" || u.Host == "" {
+		return nil, fmt.Errorf("metadata URL %q: want sluice://HOST:PORT[/NAME]", rawURL)
+	}
+	if u.Port() == "" {
+		u.Host += ":9400"
+	}
+	db := &DB{addr: u.Host, name: trimSlash(u.Path), timeout: time.Minute}
+	q := u.Query()
+	if v := q.Get("timeout"); v != "" {
+		if db.timeout, err = time.ParseDuration(v); err != nil || db.timeout <= 0 {
+			return nil, fmt.Errorf("metadata URL %q: timeout %q: want a duration such as 30s", rawURL, v)
+		}
+	}
+	n := 4
+	if v := q.Get("conns"); v != "" {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 64 {
+			return nil, fmt.Errorf("metadata URL %q: conns %q: want 1 to 64", rawURL, v)
+		}
+	}
+	db.conns = make([]*conn, n)
+	var id [8]byte
+	rand.Read(id[:])
+	db.client = binary.BigEndian.Uint64(id[:]) | 1
+	// The first connection is made now, so that a wrong address or name
+	// fails Open with a clear error.
+	c, err := dial(ctx, db.addr, db.name)
+	if err != nil {
+		return nil, fmt.Errorf("metadata server %s: %w", db.addr, err)
+	}
+	db.conns[0] = c
+	return db, nil
+}
+
+func trimSlash(p string) string {
+	for len(p) > 0 && p[0] == '/' {
+		p = p[1:]
+	}
+	return p
+}
+
+// Name describes the engine.
+func (d *DB) Name() string { return "sluice://" + d.addr + "/" + d.name }
+
+// Close closes the connections.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	for _, c := range d.conns {
+		if c != nil {
+			c.close()
+		}
+	}
+	return nil
+}
+
+// conn returns a live connection, dialling one when needed.
+func (d *DB) conn(ctx context.Context) (*conn, error) {
+	i := int(d.rr.Add(1)) % len(d.conns)
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, errors.New("metadata engine closed")
+	}
+	c := d.conns[i]
+	d.mu.Unlock()
+	if c != nil && !c.isBroken() {
+		return c, nil
+	}
+	nc, err := dial(ctx, d.addr, d.name)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur := d.conns[i]; cur != nil && cur != c && !cur.isBroken() {
+		nc.close() // another caller dialled first
+		return cur, nil
+	}
+	d.conns[i] = nc
+	return nc, nil
+}
+
+// do sends a request, sending it again on another connection when its
+// connection breaks, until the timeout.
+func (d *DB) do(ctx context.Context, op byte, fill func(*wire.Buf)) (wire.Frame, error) {
+	deadline := time.Now().Add(d.timeout)
+	for i := 0; ; i++ {
+		c, err := d.conn(ctx)
+		if err == nil {
+			var f wire.Frame
+			f, err = c.call(ctx, op, d.releases(), fill)
+			if err == nil {
+				return f, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return wire.Frame{}, ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return wire.Frame{}, fmt.Errorf("metadata server %s unreachable for %v: %w", d.addr, d.timeout, err)
+		}
+		select {
+		case <-time.After(backoff(i)):
+		case <-ctx.Done():
+			return wire.Frame{}, ctx.Err()
+		}
+	}
+}
+
+// release queues the release of a snapshot; it goes out with the next
+// request.
+func (d *DB) release(snap uint64) {
+	if snap == 0 {
+		return
+	}
+	d.mu.Lock()
+	d.rel = append(d.rel, snap)
+	d.mu.Unlock()
+}
+
+// releases returns a release frame for the queued snapshots, or nil.
+func (d *DB) releases() []byte {
+	d.mu.Lock()
+	rel := d.rel
+	d.rel = nil
+	d.mu.Unlock()
+	if len(rel) == 0 {
+		return nil
+	}
+	b := wire.NewFrame(0, wire.OpRelease)
+	b.Uvarint(uint64(len(rel)))
+	for _, s := range rel {
+		b.U64(s)
+	}
+	return b.Finish()
+}
+
+// Update runs fn in a transaction and commits it.
+func (d *DB) Update(ctx context.Context, fn func(kvstore.Txn) error) error {
+	t := &txn{ctx: ctx, db: d, writes: map[string][]byte{}}
+	if err := fn(t); err != nil {
+		d.release(t.snap)
+		return err
+	}
+	if len(t.writes) == 0 {
+		d.release(t.snap)
+		return nil
+	}
+	c := &wire.Commit{Snap: t.snap, Client: d.client, Txn: d.txn.Add(1), Reads: t.reads, Ranges: t.ranges}
+	c.Writes = make([]wire.Write, 0, len(t.writes))
+	for k, v := range t.writes {
+		c.Writes = append(c.Writes, wire.Write{Key: []byte(k), Value: v, Delete: v == nil})
+	}
+	slices.SortFunc(c.Writes, func(a, b wire.Write) int { return bytes.Compare(a.Key, b.Key) })
+	f, err := d.do(ctx, wire.OpCommit, c.Encode)
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	switch f.Kind {
+	case wire.StatusOK:
+		return nil
+	case wire.StatusConflict:
+		return fmt.Errorf("sluice: commit: %w", store.ErrConflict)
+	case wire.StatusNoSnapshot:
+		return errNoSnapshot
+	}
+	return replyError(f)
+}
+
+// View runs fn in a read-only transaction over one snapshot; when the
+// server lost the snapshot (it restarted), fn runs again on a new one.
+func (d *DB) View(ctx context.Context, fn func(kvstore.Txn) error) error {
+	for attempt := 0; ; attempt++ {
+		t := &txn{ctx: ctx, db: d, readOnly: true}
+		err := fn(t)
+		d.release(t.snap)
+		if err == nil {
+			err = t.err
+		}
+		if errors.Is(err, errNoSnapshot) && attempt < 5 {
+			continue
+		}
+		return err
+	}
+}
+
+// Stats returns the server's figures as JSON.
+func (d *DB) Stats(ctx context.Context) (json.RawMessage, error) {
+	f, err := d.do(ctx, wire.OpStats, nil)
+	if err != nil {
+		return nil, err
+	}
+	if f.Kind != wire.StatusOK {
+		return nil, replyError(f)
+	}
+	r := wire.NewReader(f.Body)
+	js := r.Bytes()
+	return json.RawMessage(js), r.Done()
+}

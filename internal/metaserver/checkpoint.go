@@ -1,0 +1,219 @@
+package metaserver
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// A checkpoint is the whole state as of one log index, in a file named
+// checkpoint-<index>.ckpt:
+//
+//	magic | u64 index | entries | 'E' u64 pairs | u32 CRC-32C of all before
+//	entry: 'P' bytes key bytes value | 'D' u64 client u64 txn u64 index
+//
+// It is written to a temporary name, synced and renamed, so a crash
+// leaves either the whole file or none; a file whose checksum does not
+// match is refused at start-up, never half-loaded.
+
+const checkpointMagic = "SLUICE-CKPT\x01"
+
+func checkpointPath(dir string, index uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("checkpoint-%020d.ckpt", index))
+}
+
+// errBadCheckpoint reports a checkpoint that fails its checks.
+var errBadCheckpoint = errors.New("corrupt checkpoint")
+
+// crcWriter checksums what passes through it.
+type crcWriter struct {
+	w   io.Writer
+	crc hash.Hash32
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	c.crc.Write(p)
+	return c.w.Write(p)
+}
+
+// writeCheckpoint writes t and the dedupe entries as of index, durably,
+// and returns the file's size.
+func writeCheckpoint(dir string, index uint64, t *tree, dd []dedupeEntry) (int64, error) {
+	final := checkpointPath(dir, index)
+	tmp := final + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("create checkpoint: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	cw := &crcWriter{w: bw, crc: crc32.New(castagnoli)}
+	b := wire.NewBuf(1 << 16)
+	flush := func() error {
+		_, err := cw.Write(b.Raw())
+		*b = *wire.NewBuf(1 << 16)
+		return err
+	}
+	if _, err := io.WriteString(cw, checkpointMagic); err != nil {
+		return 0, err
+	}
+	b.U64(index)
+	var pairs uint64
+	var werr error
+	t.Ascend(func(it item) bool {
+		b.Byte('P')
+		b.Bytes(it.k)
+		b.Bytes(it.v)
+		pairs++
+		if b.Len() >= 1<<16 {
+			werr = flush()
+		}
+		return werr == nil
+	})
+	if werr != nil {
+		return 0, fmt.Errorf("write checkpoint: %w", werr)
+	}
+	for _, e := range dd {
+		b.Byte('D')
+		b.U64(e.k.client)
+		b.U64(e.k.txn)
+		b.U64(e.index)
+	}
+	b.Byte('E')
+	b.U64(pairs)
+	if err := flush(); err != nil {
+		return 0, fmt.Errorf("write checkpoint: %w", err)
+	}
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], cw.crc.Sum32())
+	if _, err := bw.Write(sum[:]); err != nil {
+		return 0, fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, fmt.Errorf("sync checkpoint: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("close checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return 0, fmt.Errorf("rename checkpoint: %w", err)
+	}
+	ok = true
+	return st.Size(), syncDir(dir)
+}
+
+// readCheckpoint loads the checkpoint at path.
+func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if st.Size() < int64(len(checkpointMagic))+8+9+4 {
+		return 0, nil, nil, fmt.Errorf("%w: %s is %d bytes", errBadCheckpoint, path, st.Size())
+	}
+	crc := crc32.New(castagnoli)
+	// Everything but the last 4 bytes passes through the checksum.
+	r := bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, st.Size()-4), crc), 1<<20)
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", errBadCheckpoint, path, fmt.Sprintf(format, args...))
+	}
+	magic := make([]byte, len(checkpointMagic))
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != checkpointMagic {
+		return 0, nil, nil, bad("not a checkpoint (magic %q)", magic)
+	}
+	u64 := func() (uint64, error) {
+		var b [8]byte
+		_, err := io.ReadFull(r, b[:])
+		return binary.BigEndian.Uint64(b[:]), err
+	}
+	str := func() ([]byte, error) {
+		n, err := binary.ReadUvarint(r)
+		if err != nil {
+			return nil, err
+		}
+		if n > wire.MaxFrame {
+			return nil, fmt.Errorf("string of %d bytes", n)
+		}
+		p := make([]byte, n)
+		_, err = io.ReadFull(r, p)
+		return p, err
+	}
+	if index, err = u64(); err != nil {
+		return 0, nil, nil, bad("header: %v", err)
+	}
+	t = newTree()
+	dd = newDedupe()
+	var pairs uint64
+	for done := false; !done; {
+		kind, err := r.ReadByte()
+		if err != nil {
+			return 0, nil, nil, bad("entry: %v", err)
+		}
+		switch kind {
+		case 'P':
+			k, err := str()
+			if err != nil {
+				return 0, nil, nil, bad("key: %v", err)
+			}
+			v, err := str()
+			if err != nil {
+				return 0, nil, nil, bad("value: %v", err)
+			}
+			t.ReplaceOrInsert(item{k: k, v: v})
+			pairs++
+		case 'D':
+			var e [3]uint64
+			for i := range e {
+				if e[i], err = u64(); err != nil {
+					return 0, nil, nil, bad("dedupe entry: %v", err)
+				}
+			}
+			dd.add(txnKey{e[0], e[1]}, e[2])
+		case 'E':
+			n, err := u64()
+			if err != nil || n != pairs {
+				return 0, nil, nil, bad("end says %d pairs, read %d (%v)", n, pairs, err)
+			}
+			done = true
+		default:
+			return 0, nil, nil, bad("entry kind %q", kind)
+		}
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		return 0, nil, nil, bad("bytes after the end")
+	}
+	var sum [4]byte
+	if _, err := f.ReadAt(sum[:], st.Size()-4); err != nil {
+		return 0, nil, nil, bad("checksum: %v", err)
+	}
+	if binary.BigEndian.Uint32(sum[:]) != crc.Sum32() {
+		return 0, nil, nil, bad("checksum mismatch")
+	}
+	return index, t, dd, nil
+}

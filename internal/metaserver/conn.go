@@ -1,0 +1,387 @@
+package metaserver
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// snapshots are the trees clients' transactions read, by id. A snapshot
+// is a published tree, which nobody writes, so holding one costs only
+// the nodes later commits copied away from it.
+type snapshots struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[uint64]*snapshot
+	ttl  time.Duration
+}
+
+type snapshot struct {
+	t    *tree
+	used time.Time
+}
+
+func (s *snapshots) init(ttl time.Duration) {
+	s.m = map[uint64]*snapshot{}
+	s.ttl = ttl
+}
+
+// take registers t and returns its id.
+func (s *snapshots) take(t *tree) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next++
+	s.m[s.next] = &snapshot{t: t, used: time.Now()}
+	return s.next
+}
+
+func (s *snapshots) get(id uint64) *tree {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn := s.m[id]
+	if sn == nil {
+		return nil
+	}
+	sn.used = time.Now()
+	return sn.t
+}
+
+func (s *snapshots) release(id uint64) {
+	s.mu.Lock()
+	delete(s.m, id)
+	s.mu.Unlock()
+}
+
+func (s *snapshots) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// reap drops snapshots unused for the TTL until end is closed.
+func (s *snapshots) reap(end <-chan struct{}) {
+	tick := time.NewTicker(s.ttl / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-end:
+			return
+		case now := <-tick.C:
+			s.mu.Lock()
+			for id, sn := range s.m {
+				if now.Sub(sn.used) > s.ttl {
+					delete(s.m, id)
+				}
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// Serve accepts connections on l until the server is closed.
+func (s *Server) Serve(l net.Listener) error {
+	s.lnMu.Lock()
+	if s.closed.Load() {
+		s.lnMu.Unlock()
+		l.Close()
+		return errClosed
+	}
+	s.lns = append(s.lns, l)
+	s.lnMu.Unlock()
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.closed.Load() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		c := &conn{s: s, nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		s.connMu.Lock()
+		if s.closed.Load() {
+			s.connMu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.connMu.Unlock()
+		s.m.conns.Inc()
+		go c.writeLoop()
+		go c.readLoop()
+	}
+}
+
+// conn is one client connection. Requests are read and answered in
+// order of arrival, except commits, which are answered when the apply
+// loop has made them durable; replies are queued and written by one
+// goroutine, so the syncer never waits for a slow client.
+type conn struct {
+	s    *Server
+	nc   net.Conn
+	mu   sync.Mutex
+	out  [][]byte
+	wake chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		close(c.done)
+		c.nc.Close()
+	})
+}
+
+// send queues a reply.
+func (c *conn) send(frame []byte) {
+	c.mu.Lock()
+	c.out = append(c.out, frame)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) writeLoop() {
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.wake:
+		}
+		c.mu.Lock()
+		out := c.out
+		c.out = nil
+		c.mu.Unlock()
+		for _, f := range out {
+			if _, err := w.Write(f); err != nil {
+				c.close()
+				return
+			}
+		}
+		if err := w.Flush(); err != nil {
+			c.close()
+			return
+		}
+	}
+}
+
+func (c *conn) readLoop() {
+	defer func() {
+		c.close()
+		c.s.connMu.Lock()
+		delete(c.s.conns, c)
+		c.s.connMu.Unlock()
+		c.s.m.conns.Dec()
+	}()
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		f, err := wire.ReadFrame(r)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+			}
+			return
+		}
+		c.handle(f)
+	}
+}
+
+func (c *conn) reply(id uint64, status byte, fill func(*wire.Buf)) {
+	b := wire.NewFrame(id, status)
+	if fill != nil {
+		fill(b)
+	}
+	c.send(b.Finish())
+}
+
+func (c *conn) fail(id uint64, err error) {
+	c.reply(id, wire.StatusError, func(b *wire.Buf) { b.Bytes([]byte(err.Error())) })
+}
+
+// handle serves one request.
+func (c *conn) handle(f wire.Frame) {
+	s := c.s
+	start := time.Now()
+	op := opName(f.Kind)
+	defer func() {
+		if f.Kind != wire.OpCommit {
+			s.m.observe(op, start)
+		}
+	}()
+	switch f.Kind {
+	case wire.OpHello:
+		r := wire.NewReader(f.Body)
+		v := r.Uvarint()
+		name := string(r.Bytes())
+		if err := r.Done(); err != nil {
+			c.fail(f.ID, err)
+			return
+		}
+		if v != wire.Version {
+			c.fail(f.ID, fmt.Errorf("protocol version %d not served (this server speaks %d)", v, wire.Version))
+			return
+		}
+		if s.opts.Name != "" && name != "" && name != s.opts.Name {
+			c.fail(f.ID, fmt.Errorf("this server holds volume %q, not %q", s.opts.Name, name))
+			return
+		}
+		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) { b.Bytes([]byte("sluice meta-server " + s.opts.Dir)) })
+	case wire.OpGet:
+		r := wire.NewReader(f.Body)
+		id := r.U64()
+		keys := make([][]byte, r.Count(1))
+		for i := range keys {
+			keys[i] = r.Bytes()
+		}
+		if err := r.Done(); err != nil {
+			c.fail(f.ID, err)
+			return
+		}
+		t, id, ok := c.snapshot(id)
+		if !ok {
+			c.reply(f.ID, wire.StatusNoSnapshot, nil)
+			return
+		}
+		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) {
+			b.U64(id)
+			b.Uvarint(uint64(len(keys)))
+			for _, k := range keys {
+				if it, ok := t.Get(item{k: k}); ok {
+					b.Byte(1)
+					b.Bytes(it.v)
+				} else {
+					b.Byte(0)
+				}
+			}
+		})
+	case wire.OpScan:
+		r := wire.NewReader(f.Body)
+		id := r.U64()
+		limit := r.Varint()
+		ranges := make([]wire.Range, r.Count(2))
+		for i := range ranges {
+			ranges[i] = r.Range()
+		}
+		if err := r.Done(); err != nil {
+			c.fail(f.ID, err)
+			return
+		}
+		t, id, ok := c.snapshot(id)
+		if !ok {
+			c.reply(f.ID, wire.StatusNoSnapshot, nil)
+			return
+		}
+		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) {
+			b.U64(id)
+			b.Uvarint(uint64(len(ranges)))
+			for _, rg := range ranges {
+				items := scan(t, rg, int(limit))
+				b.Uvarint(uint64(len(items)))
+				for _, it := range items {
+					b.Bytes(it.k)
+					b.Bytes(it.v)
+				}
+			}
+		})
+	case wire.OpCommit:
+		cm, err := wire.DecodeCommit(f.Body)
+		if err != nil {
+			c.fail(f.ID, err)
+			return
+		}
+		req := &commitReq{c: cm}
+		if cm.Snap != 0 {
+			req.snap = s.snaps.get(cm.Snap)
+			req.noSnap = req.snap == nil
+			s.snaps.release(cm.Snap)
+		}
+		id := f.ID
+		req.done = func(status byte, msg string) {
+			s.m.observe(op, start)
+			if status == wire.StatusError {
+				c.fail(id, errors.New(msg))
+				return
+			}
+			c.reply(id, status, nil)
+		}
+		select {
+		case s.commits <- req:
+		case <-s.loopEnd:
+			c.fail(f.ID, errClosed)
+		}
+	case wire.OpRelease:
+		r := wire.NewReader(f.Body)
+		n := r.Count(8)
+		for i := 0; i < n; i++ {
+			s.snaps.release(r.U64())
+		}
+		if err := r.Done(); err != nil {
+			c.fail(f.ID, err)
+		}
+	case wire.OpStats:
+		st := s.Stats()
+		js, _ := json.Marshal(st)
+		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) { b.Bytes(js) })
+	default:
+		c.fail(f.ID, fmt.Errorf("unknown operation %d", f.Kind))
+	}
+}
+
+// snapshot returns the snapshot id names, taking the newest published
+// state when id is 0.
+func (c *conn) snapshot(id uint64) (*tree, uint64, bool) {
+	if id == 0 {
+		p := c.s.pub.Load()
+		return p.tree, c.s.snaps.take(p.tree), true
+	}
+	t := c.s.snaps.get(id)
+	return t, id, t != nil
+}
+
+// Stats are the server's figures, as OpStats returns them.
+type Stats struct {
+	Keys            int    `json:"keys"`
+	Index           uint64 `json:"index"`
+	CheckpointIndex uint64 `json:"checkpoint_index"`
+	CheckpointBytes int64  `json:"checkpoint_bytes"`
+	Snapshots       int    `json:"snapshots"`
+	HeapBytes       uint64 `json:"heap_bytes"`
+	SysBytes        uint64 `json:"sys_bytes"`
+	Dir             string `json:"dir"`
+}
+
+// Stats returns the server's figures now.
+func (s *Server) Stats() Stats {
+	p := s.pub.Load()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return Stats{
+		Keys:            p.tree.Len(),
+		Index:           p.index,
+		CheckpointIndex: s.cpIndex.Load(),
+		CheckpointBytes: s.cpSize.Load(),
+		Snapshots:       s.snaps.len(),
+		HeapBytes:       ms.HeapAlloc,
+		SysBytes:        ms.Sys,
+		Dir:             s.opts.Dir,
+	}
+}

@@ -1,0 +1,80 @@
+package metaserver
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// metrics are the server's Prometheus collectors (Registry).
+type metrics struct {
+	reg             *prometheus.Registry
+	ops             *prometheus.HistogramVec
+	fsync           prometheus.Histogram
+	batch           prometheus.Histogram
+	logBytes        prometheus.Counter
+	checkpointBytes prometheus.Gauge
+	checkpoints     prometheus.Counter
+	conflicts       prometheus.Counter
+	retried         prometheus.Counter
+	keys            prometheus.Gauge
+	index           prometheus.Gauge
+	conns           prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		ops: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_metaserver_op_seconds", Help: "Requests served, by operation: time from arrival to reply (commits: to durable).",
+			Buckets: prometheus.ExponentialBuckets(5e-6, 2.5, 14),
+		}, []string{"op"}),
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sluice_metaserver_log_sync_seconds", Help: "Time to write and fsync one group of log records.",
+			Buckets: prometheus.ExponentialBuckets(5e-5, 2.5, 12),
+		}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sluice_metaserver_group_commits", Help: "Commits made durable by one fsync.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}),
+		logBytes:        prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_log_bytes_total", Help: "Bytes appended to the log."}),
+		checkpointBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_checkpoint_bytes", Help: "Size of the newest checkpoint."}),
+		checkpoints:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_checkpoints_total", Help: "Checkpoints written."}),
+		conflicts:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_conflicts_total", Help: "Commits refused because what they read changed."}),
+		retried:         prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_retried_commits_total", Help: "Commits received again after they were applied (answered, not applied twice)."}),
+		keys:            prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_keys", Help: "Records held."}),
+		index:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_log_index", Help: "Index of the last durable log record."}),
+		conns:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_connections", Help: "Open client connections."}),
+	}
+	m.reg.MustRegister(m.ops, m.fsync, m.batch, m.logBytes, m.checkpointBytes, m.checkpoints, m.conflicts, m.retried, m.keys, m.index, m.conns,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(op string, start time.Time) {
+	m.ops.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// Registry returns the server's metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.m.reg }
+
+func opName(k byte) string {
+	switch k {
+	case wire.OpHello:
+		return "hello"
+	case wire.OpGet:
+		return "get"
+	case wire.OpScan:
+		return "scan"
+	case wire.OpCommit:
+		return "commit"
+	case wire.OpRelease:
+		return "release"
+	case wire.OpStats:
+		return "stats"
+	}
+	return "unknown"
+}

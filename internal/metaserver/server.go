@@ -1,0 +1,481 @@
+package metaserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Dir holds the log and the checkpoints. It is created if missing,
+	// and locked: one server per directory.
+	Dir string
+	// Name, when set, is the only volume name clients may ask for.
+	Name string
+	// CheckpointBytes is how much log makes the server write a checkpoint
+	// and cut the log (default 256 MiB).
+	CheckpointBytes int64
+	// SnapshotTTL is how long a snapshot a client stopped using is kept
+	// (default 2 minutes).
+	SnapshotTTL time.Duration
+	// Logger receives the server's log (default: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server holds one namespace in memory. Every change is applied by one
+// goroutine (the apply loop) in log order; reads run on the connections'
+// goroutines over immutable snapshots, which is safe because a published
+// tree is never written again (the loop writes its own copy-on-write
+// clone). A commit is acknowledged after the fsync of the log records
+// that hold it, and its effect is published to readers at the same time.
+type Server struct {
+	opts   Options
+	log    *slog.Logger
+	lock   *os.File
+	m      *metrics
+	closed atomic.Bool
+
+	// Owned by the apply loop.
+	tree   *tree
+	index  uint64 // last record applied
+	dd     *dedupe
+	logged int64 // log bytes since the last checkpoint
+
+	commits   chan *commitReq
+	cpRequest chan chan error
+	stop      chan struct{}
+	syncq     chan *batch
+	finalErr  error // of the checkpoint written at Close
+	loopEnd   chan struct{}
+	syncEnd   chan struct{}
+
+	// Owned by the syncer.
+	seg *segment
+
+	pub       atomic.Pointer[published]
+	failed    atomic.Pointer[error] // the log could not be written: no more commits
+	cpRunning atomic.Bool
+	cpWG      sync.WaitGroup
+	cpIndex   atomic.Uint64 // index of the newest checkpoint
+	cpSize    atomic.Int64
+
+	snaps snapshots
+
+	connMu sync.Mutex
+	conns  map[*conn]struct{}
+	lnMu   sync.Mutex
+	lns    []closer
+}
+
+type closer interface{ Close() error }
+
+// published is what readers see: the state as of a durable index.
+type published struct {
+	tree  *tree
+	index uint64
+}
+
+// commitReq is one commit handed to the apply loop.
+type commitReq struct {
+	c      *wire.Commit
+	snap   *tree // nil when c.Snap is 0 or the snapshot is gone
+	noSnap bool  // c.Snap named a snapshot that is gone
+	done   func(status byte, msg string)
+}
+
+// batch is what the apply loop hands the syncer: records to make
+// durable, then replies to send and a state to publish.
+type batch struct {
+	buf   []byte
+	reqs  []*commitReq
+	tree  *tree // clone after the batch; nil when nothing was applied
+	index uint64
+	cp    *checkpointJob
+	stop  bool
+}
+
+type checkpointJob struct {
+	tree  *tree
+	index uint64
+	dd    []dedupeEntry
+	done  chan error // nil: nobody waits
+}
+
+// Open loads the state in opts.Dir (the newest checkpoint, then the log
+// after it) and starts the apply loop. A torn or corrupt record at the
+// end of the last log segment is cut; anything else that fails its
+// checks (a corrupt checkpoint, a bad record with good ones after it, a
+// gap in the log) is refused with an error that names the file.
+func Open(opts Options) (*Server, error) {
+	if opts.CheckpointBytes <= 0 {
+		opts.CheckpointBytes = 256 << 20
+	}
+	if opts.SnapshotTTL <= 0 {
+		opts.SnapshotTTL = 2 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(opts.Dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("data directory %s is in use by another server: %w", opts.Dir, err)
+	}
+	s := &Server{
+		opts:      opts,
+		log:       opts.Logger,
+		lock:      lock,
+		m:         newMetrics(),
+		commits:   make(chan *commitReq, 1024),
+		cpRequest: make(chan chan error),
+		stop:      make(chan struct{}),
+		syncq:     make(chan *batch, 2),
+		loopEnd:   make(chan struct{}),
+		syncEnd:   make(chan struct{}),
+		conns:     map[*conn]struct{}{},
+	}
+	s.snaps.init(opts.SnapshotTTL)
+	if err := s.recover(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	seg, err := createSegment(opts.Dir, s.index+1)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.seg = seg
+	s.pub.Store(&published{tree: s.tree.Clone(), index: s.index})
+	s.m.keys.Set(float64(s.tree.Len()))
+	go s.loop()
+	go s.syncer()
+	go s.snaps.reap(s.loopEnd)
+	return s, nil
+}
+
+// recover loads the newest checkpoint and replays the log after it.
+func (s *Server) recover() error {
+	dir := s.opts.Dir
+	cps, err := listFiles(dir, "checkpoint-", ".ckpt")
+	if err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	s.tree, s.dd = newTree(), newDedupe()
+	if len(cps) > 0 {
+		newest := cps[len(cps)-1]
+		path := checkpointPath(dir, newest)
+		start := time.Now()
+		index, t, dd, err := readCheckpoint(path)
+		if err != nil {
+			return fmt.Errorf("load checkpoint: %w; refusing to start: restore the data directory from a copy, or move this checkpoint aside only if the log still holds every record after the previous one", err)
+		}
+		if index != newest {
+			return fmt.Errorf("load checkpoint: %w: %s holds index %d", errBadCheckpoint, path, index)
+		}
+		s.tree, s.dd, s.index = t, dd, index
+		s.cpIndex.Store(index)
+		if st, err := os.Stat(path); err == nil {
+			s.cpSize.Store(st.Size())
+		}
+		s.log.Info("loaded checkpoint", "file", path, "keys", t.Len(), "index", index, "took", time.Since(start).Round(time.Millisecond))
+	}
+	segs, err := listFiles(dir, "log-", ".wal")
+	if err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	replayed := 0
+	start := time.Now()
+	for i, first := range segs {
+		path := segmentPath(dir, first)
+		last := i == len(segs)-1
+		if !last && segs[i+1] <= s.index+1 {
+			continue // every record of this segment is in the checkpoint
+		}
+		good, err := readSegment(path, func(r *record) error {
+			if r.Index <= s.index {
+				return nil
+			}
+			if r.Index != s.index+1 {
+				return fmt.Errorf("log %s: record %d follows %d: records are missing", path, r.Index, s.index)
+			}
+			applyWrites(s.tree, r.Writes, r.Index)
+			s.dd.add(txnKey{r.Client, r.Txn}, r.Index)
+			s.index = r.Index
+			replayed++
+			return nil
+		})
+		if errors.Is(err, errBadRecord) {
+			if !last {
+				return fmt.Errorf("log %s: %w, and later segments follow: refusing to start", path, err)
+			}
+			st, serr := os.Stat(path)
+			if serr != nil {
+				return serr
+			}
+			s.log.Warn("cutting the torn tail of the log", "file", path, "at", good, "dropped_bytes", st.Size()-good, "reason", err)
+			if err := os.Truncate(path, good); err != nil {
+				return fmt.Errorf("cut log %s: %w", path, err)
+			}
+			if err := syncDir(dir); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return fmt.Errorf("replay log: %w", err)
+		}
+	}
+	if replayed > 0 {
+		s.log.Info("replayed log", "records", replayed, "index", s.index, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// loop is the apply loop: it validates and applies commits one at a
+// time, in the order they arrive, and hands them to the syncer in
+// batches.
+func (s *Server) loop() {
+	defer close(s.loopEnd)
+	for {
+		var req *commitReq
+		select {
+		case req = <-s.commits:
+		case done := <-s.cpRequest:
+			s.syncq <- &batch{cp: s.checkpointJob(done)}
+			s.logged = 0
+			continue
+		case <-s.stop:
+			s.syncq <- &batch{stop: true, cp: s.checkpointJob(nil)}
+			return
+		}
+		b := &batch{}
+		s.apply(req, b)
+	more:
+		for len(b.reqs) < 4096 && len(b.buf) < 8<<20 {
+			select {
+			case req := <-s.commits:
+				s.apply(req, b)
+			default:
+				break more
+			}
+		}
+		if len(b.buf) > 0 {
+			b.tree = s.tree.Clone()
+			b.index = s.index
+			s.logged += int64(len(b.buf))
+			if s.logged >= s.opts.CheckpointBytes && s.cpRunning.CompareAndSwap(false, true) {
+				b.cp = &checkpointJob{tree: b.tree, index: s.index, dd: s.dd.entries()}
+				s.logged = 0
+			}
+		}
+		s.syncq <- b
+	}
+}
+
+// checkpointJob returns a job for the state as it stands.
+func (s *Server) checkpointJob(done chan error) *checkpointJob {
+	return &checkpointJob{tree: s.tree.Clone(), index: s.index, dd: s.dd.entries(), done: done}
+}
+
+// apply validates one commit and, when it holds, applies it and adds its
+// record to b.
+func (s *Server) apply(req *commitReq, b *batch) {
+	c := req.c
+	key := txnKey{c.Client, c.Txn}
+	if s.dd.has(key) {
+		s.m.retried.Inc()
+		b.reqs = append(b.reqs, req) // acknowledged once its record is durable
+		return
+	}
+	if s.failed.Load() != nil {
+		req.done(wire.StatusError, (*s.failed.Load()).Error())
+		return
+	}
+	if req.noSnap {
+		req.done(wire.StatusNoSnapshot, "")
+		return
+	}
+	if req.snap != nil && changed(req.snap, s.tree, c.Reads, c.Ranges) {
+		s.m.conflicts.Inc()
+		req.done(wire.StatusConflict, "")
+		return
+	}
+	if len(c.Writes) == 0 {
+		b.reqs = append(b.reqs, req)
+		return
+	}
+	s.index++
+	applyWrites(s.tree, c.Writes, s.index)
+	s.dd.add(key, s.index)
+	b.buf = appendRecord(b.buf, &record{Index: s.index, Client: c.Client, Txn: c.Txn, Writes: c.Writes})
+	b.reqs = append(b.reqs, req)
+}
+
+// syncer makes batches durable in order, then publishes their state and
+// acknowledges their commits.
+func (s *Server) syncer() {
+	defer close(s.syncEnd)
+	for b := range s.syncq {
+		if len(b.buf) > 0 && s.failed.Load() == nil {
+			start := time.Now()
+			if err := s.seg.append(b.buf); err != nil {
+				s.log.Error("the log cannot be written: refusing commits from now on", "err", err)
+				s.failed.Store(&err)
+			}
+			s.m.fsync.Observe(time.Since(start).Seconds())
+			s.m.logBytes.Add(float64(len(b.buf)))
+			s.m.batch.Observe(float64(len(b.reqs)))
+		}
+		if err := s.failed.Load(); err != nil {
+			for _, r := range b.reqs {
+				r.done(wire.StatusError, (*err).Error())
+			}
+		} else {
+			if b.tree != nil {
+				s.pub.Store(&published{tree: b.tree, index: b.index})
+				s.m.keys.Set(float64(b.tree.Len()))
+				s.m.index.Set(float64(b.index))
+			}
+			for _, r := range b.reqs {
+				r.done(wire.StatusOK, "")
+			}
+		}
+		if b.stop {
+			// The final checkpoint, written here so that Close returns
+			// with it durable.
+			s.cpWG.Wait()
+			if s.failed.Load() == nil {
+				s.finalErr = s.writeCheckpoint(b.cp)
+			} else {
+				s.finalErr = *s.failed.Load()
+			}
+			return
+		}
+		if b.cp != nil {
+			s.startCheckpoint(b.cp)
+		}
+	}
+}
+
+// startCheckpoint cuts the log at cp's index and writes the checkpoint
+// in the background; when it is durable, the log before it and older
+// checkpoints are removed. Runs on the syncer.
+func (s *Server) startCheckpoint(cp *checkpointJob) {
+	if s.failed.Load() != nil {
+		if cp.done != nil {
+			cp.done <- *s.failed.Load()
+		}
+		s.cpRunning.Store(false)
+		return
+	}
+	if s.seg.size > 0 {
+		seg, err := createSegment(s.opts.Dir, cp.index+1)
+		if err != nil {
+			s.log.Error("cannot start a new log segment; checkpoint skipped", "err", err)
+			s.cpRunning.Store(false)
+			if cp.done != nil {
+				cp.done <- err
+			}
+			return
+		}
+		s.seg.f.Close()
+		s.seg = seg
+	}
+	s.cpWG.Add(1)
+	go func() {
+		defer s.cpWG.Done()
+		defer s.cpRunning.Store(false)
+		err := s.writeCheckpoint(cp)
+		if err != nil {
+			s.log.Error("checkpoint failed; the log is kept", "index", cp.index, "err", err)
+		}
+		if cp.done != nil {
+			cp.done <- err
+		}
+	}()
+}
+
+func (s *Server) writeCheckpoint(cp *checkpointJob) error {
+	if cp.index == s.cpIndex.Load() {
+		return nil // nothing new since the last one
+	}
+	start := time.Now()
+	size, err := writeCheckpoint(s.opts.Dir, cp.index, cp.tree, cp.dd)
+	if err != nil {
+		return err
+	}
+	s.cpIndex.Store(cp.index)
+	s.cpSize.Store(size)
+	s.m.checkpointBytes.Set(float64(size))
+	s.m.checkpoints.Inc()
+	s.log.Info("checkpoint written", "index", cp.index, "keys", cp.tree.Len(), "bytes", size, "took", time.Since(start).Round(time.Millisecond))
+	// Older checkpoints and segments whose records it holds go.
+	cps, _ := listFiles(s.opts.Dir, "checkpoint-", ".ckpt")
+	for _, i := range cps {
+		if i < cp.index {
+			os.Remove(checkpointPath(s.opts.Dir, i))
+		}
+	}
+	segs, _ := listFiles(s.opts.Dir, "log-", ".wal")
+	for j, first := range segs {
+		if j+1 < len(segs) && segs[j+1] <= cp.index+1 {
+			os.Remove(segmentPath(s.opts.Dir, first))
+		}
+	}
+	return syncDir(s.opts.Dir)
+}
+
+// Checkpoint writes a checkpoint of the state now and waits for it.
+func (s *Server) Checkpoint() error {
+	for !s.cpRunning.CompareAndSwap(false, true) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	done := make(chan error, 1)
+	select {
+	case s.cpRequest <- done:
+	case <-s.loopEnd:
+		s.cpRunning.Store(false)
+		return errClosed
+	}
+	return <-done
+}
+
+var errClosed = errors.New("metadata server is shutting down")
+
+// Close stops serving, writes a final checkpoint and releases the data
+// directory.
+func (s *Server) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.lnMu.Lock()
+	for _, l := range s.lns {
+		l.Close()
+	}
+	s.lnMu.Unlock()
+	s.connMu.Lock()
+	for c := range s.conns {
+		c.close()
+	}
+	s.connMu.Unlock()
+	close(s.stop)
+	<-s.syncEnd
+	s.cpWG.Wait()
+	err := s.finalErr
+	s.seg.f.Close()
+	s.lock.Close()
+	return err
+}

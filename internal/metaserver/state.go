@@ -1,0 +1,136 @@
+package metaserver
+
+import (
+	"bytes"
+
+	"github.com/google/btree"
+
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// item is one pair, with the index of the log record that last wrote it.
+type item struct {
+	k, v []byte
+	rev  uint64
+}
+
+func less(a, b item) bool { return bytes.Compare(a.k, b.k) < 0 }
+
+type tree = btree.BTreeG[item]
+
+func newTree() *tree { return btree.NewG(32, less) }
+
+// txnKey names a transaction of one client.
+type txnKey struct{ client, txn uint64 }
+
+// dedupeCap is how many committed transactions the server remembers, so
+// that a commit retried after a lost reply is answered, not applied
+// again. A client retries within seconds; this is hours of commits at
+// the rates a mount makes.
+const dedupeCap = 1 << 16
+
+// dedupe remembers the last dedupeCap committed transactions.
+type dedupe struct {
+	seen map[txnKey]uint64 // index of the record
+	ring []txnKey
+	next int
+}
+
+func newDedupe() *dedupe {
+	return &dedupe{seen: make(map[txnKey]uint64), ring: make([]txnKey, 0, 1024)}
+}
+
+func (d *dedupe) add(k txnKey, index uint64) {
+	if k.client == 0 {
+		return
+	}
+	if len(d.ring) < dedupeCap {
+		d.ring = append(d.ring, k)
+	} else {
+		delete(d.seen, d.ring[d.next])
+		d.ring[d.next] = k
+		d.next = (d.next + 1) % dedupeCap
+	}
+	d.seen[k] = index
+}
+
+func (d *dedupe) has(k txnKey) bool {
+	_, ok := d.seen[k]
+	return k.client != 0 && ok
+}
+
+// entries returns the remembered transactions, oldest first.
+func (d *dedupe) entries() []dedupeEntry {
+	out := make([]dedupeEntry, 0, len(d.ring))
+	for i := range d.ring {
+		k := d.ring[(d.next+i)%len(d.ring)]
+		out = append(out, dedupeEntry{k, d.seen[k]})
+	}
+	return out
+}
+
+type dedupeEntry struct {
+	k     txnKey
+	index uint64
+}
+
+// applyWrites applies ws to t as written by record index.
+func applyWrites(t *tree, ws []wire.Write, index uint64) {
+	for _, w := range ws {
+		if w.Delete {
+			t.Delete(item{k: w.Key})
+		} else {
+			t.ReplaceOrInsert(item{k: bytes.Clone(w.Key), v: bytes.Clone(w.Value), rev: index})
+		}
+	}
+}
+
+// changed tells whether what a transaction read in snap (keys and
+// ranges) is different in cur.
+func changed(snap, cur *tree, reads [][]byte, ranges []wire.Range) bool {
+	for _, k := range reads {
+		a, aok := snap.Get(item{k: k})
+		b, bok := cur.Get(item{k: k})
+		if aok != bok || a.rev != b.rev {
+			return true
+		}
+	}
+	for _, r := range ranges {
+		var as, bs []uint64
+		var ak, bk [][]byte
+		collect := func(t *tree, revs *[]uint64, keys *[][]byte) {
+			visit := func(it item) bool { *revs = append(*revs, it.rev); *keys = append(*keys, it.k); return true }
+			if r.End == nil {
+				t.AscendGreaterOrEqual(item{k: r.Begin}, visit)
+			} else {
+				t.AscendRange(item{k: r.Begin}, item{k: r.End}, visit)
+			}
+		}
+		collect(snap, &as, &ak)
+		collect(cur, &bs, &bk)
+		if len(as) != len(bs) {
+			return true
+		}
+		for i := range as {
+			if as[i] != bs[i] || !bytes.Equal(ak[i], bk[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// scan returns up to limit pairs of t in r (limit <= 0: all).
+func scan(t *tree, r wire.Range, limit int) []item {
+	var out []item
+	visit := func(it item) bool {
+		out = append(out, it)
+		return limit <= 0 || len(out) < limit
+	}
+	if r.End == nil {
+		t.AscendGreaterOrEqual(item{k: r.Begin}, visit)
+	} else {
+		t.AscendRange(item{k: r.Begin}, item{k: r.End}, visit)
+	}
+	return out
+}

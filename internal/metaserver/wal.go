@@ -1,0 +1,203 @@
+package metaserver
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// The log is a sequence of segment files, log-<first index>.wal, each a
+// sequence of records:
+//
+//	u32 length of body | u32 CRC-32C of body | body
+//	body: u64 index | u64 term | byte kind | u64 client | u64 txn | writes
+//
+// Index numbers the records from 1 without gaps, and term is 0: the two
+// fields a Raft log needs, so that replication can ship these records
+// as they are. A record holds the effect of one transaction (the keys it
+// set and deleted), never the operation, so replaying it does not depend
+// on the clock or on the code that decided it.
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// recordKind is the kind of a log record.
+const recordCommit byte = 1
+
+// maxRecord bounds a record's body, as wire.MaxFrame bounds a commit.
+const maxRecord = wire.MaxFrame + 1<<20
+
+// record is one decoded log record.
+type record struct {
+	Index  uint64
+	Term   uint64
+	Client uint64
+	Txn    uint64
+	Writes []wire.Write
+}
+
+// appendRecord appends r, framed and checksummed, to dst.
+func appendRecord(dst []byte, r *record) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
+	b := wire.NewBuf(0)
+	b.U64(r.Index)
+	b.U64(r.Term)
+	b.Byte(recordCommit)
+	b.U64(r.Client)
+	b.U64(r.Txn)
+	wire.EncodeWrites(b, r.Writes)
+	body := b.Raw()
+	dst = append(dst, body...)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(body)))
+	binary.BigEndian.PutUint32(dst[start+4:], crc32.Checksum(body, castagnoli))
+	return dst
+}
+
+// decodeRecord decodes a record's body.
+func decodeRecord(body []byte) (*record, error) {
+	rd := wire.NewReader(body)
+	r := &record{Index: rd.U64(), Term: rd.U64()}
+	if k := rd.Byte(); k != recordCommit && rd.Err() == nil {
+		return nil, fmt.Errorf("record kind %d unknown", k)
+	}
+	r.Client = rd.U64()
+	r.Txn = rd.U64()
+	r.Writes = wire.DecodeWrites(rd)
+	if err := rd.Done(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// errBadRecord reports a record whose checksum or encoding is wrong, or
+// that the file ends inside of.
+var errBadRecord = errors.New("bad log record")
+
+// readSegment calls fn for each record of the segment at path in order.
+// It returns the offset just past the last good record; err wraps
+// errBadRecord when reading stopped at a torn or corrupt record, and is
+// fn's error or an I/O error otherwise.
+func readSegment(path string, fn func(*record) error) (good int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	var hdr [8]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err == io.EOF {
+				return good, nil
+			}
+			return good, fmt.Errorf("%w at offset %d: torn header", errBadRecord, good)
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > maxRecord {
+			return good, fmt.Errorf("%w at offset %d: length %d", errBadRecord, good, n)
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return good, fmt.Errorf("%w at offset %d: torn body", errBadRecord, good)
+		}
+		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(hdr[4:]) {
+			return good, fmt.Errorf("%w at offset %d: checksum mismatch", errBadRecord, good)
+		}
+		rec, err := decodeRecord(body)
+		if err != nil {
+			return good, fmt.Errorf("%w at offset %d: %v", errBadRecord, good, err)
+		}
+		if err := fn(rec); err != nil {
+			return good, err
+		}
+		good += 8 + int64(n)
+	}
+}
+
+// fileIndex parses the index in a name such as log-00000000000000000001.wal.
+func fileIndex(name, prefix, suffix string) (uint64, bool) {
+	if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(name[len(prefix):len(name)-len(suffix)], 10, 64)
+	return v, err == nil
+}
+
+// listFiles returns the indexes of dir's files named prefix<index>suffix,
+// ascending.
+func listFiles(dir, prefix, suffix string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for _, e := range ents {
+		if v, ok := fileIndex(e.Name(), prefix, suffix); ok && e.Type().IsRegular() {
+			out = append(out, v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+func segmentPath(dir string, first uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("log-%020d.wal", first))
+}
+
+// segment is the log file being appended to.
+type segment struct {
+	f     *os.File
+	first uint64
+	size  int64
+}
+
+// createSegment creates the segment whose first record is first and
+// makes its name durable. A file of that name holds no record the state
+// has (the server starts a segment after the last record it replayed, or
+// after a checkpoint when the current segment is not empty), so it is
+// emptied.
+func createSegment(dir string, first uint64) (*segment, error) {
+	f, err := os.OpenFile(segmentPath(dir, first), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create log segment: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &segment{f: f, first: first}, nil
+}
+
+// append writes p and makes it durable.
+func (s *segment) append(p []byte) error {
+	if _, err := s.f.Write(p); err != nil {
+		return fmt.Errorf("write log segment %s: %w", s.f.Name(), err)
+	}
+	s.size += int64(len(p))
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("sync log segment %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+// Package wire is the binary protocol between the in-memory metadata
+// server (package metaserver) and its clients (engine sluice): frames over
+// one TCP connection, each carrying a request id so that many requests are
+// in flight at once and replies come back in any order.
+//
+// A frame is a 4-byte big-endian length, then that many bytes: an 8-byte
+// request id, one byte of operation (requests) or status (replies), and a
+// body. Bodies are built from unsigned varints and length-prefixed byte
+// strings (Buf, Reader). A frame longer than MaxFrame is refused: the
+// reader returns an error and the connection is closed, so a bad or
+// hostile peer can cost a connection, never the server.
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Version is the protocol version a client announces in OpHello.
+const Version = 1
+
+// MaxFrame bounds the length of one frame. A commit that writes more
+// than this in one transaction is refused by the client before it is
+// sent.
+const MaxFrame = 256 << 20
+
+// Operations (request frames).
+const (
+	// OpHello: uvarint version, bytes volume name. Reply: bytes server
+	// description.
+	OpHello byte = 1
+	// OpGet: u64 snapshot (0: take the newest), uvarint n, n keys.
+	// Reply: u64 snapshot, uvarint n, n values (byte present, bytes).
+	OpGet byte = 2
+	// OpScan: u64 snapshot, varint limit, uvarint n, n ranges (bytes
+	// begin, byte bounded, bytes end when bounded). Reply: u64 snapshot,
+	// uvarint n, per range uvarint count and count pairs (bytes, bytes).
+	OpScan byte = 3
+	// OpCommit: u64 snapshot (0: nothing read), u64 client, u64 txn,
+	// uvarint reads and their keys, uvarint ranges (as OpScan), uvarint
+	// writes (bytes key, byte kind, bytes value when kind is WriteSet).
+	// Reply: empty, or StatusConflict.
+	OpCommit byte = 4
+	// OpRelease: uvarint n, n snapshots. No reply.
+	OpRelease byte = 5
+	// OpStats: empty. Reply: bytes JSON of the server's figures.
+	OpStats byte = 6
+)
+
+// Reply statuses.
+const (
+	StatusOK byte = 0
+	// StatusConflict: a commit lost a race; the client retries its
+	// transaction.
+	StatusConflict byte = 1
+	// StatusNoSnapshot: the snapshot named is gone (expired, or the
+	// server restarted); the client starts its transaction again.
+	StatusNoSnapshot byte = 2
+	// StatusError: body is bytes message.
+	StatusError byte = 3
+)
+
+// Write kinds in OpCommit.
+const (
+	WriteSet    byte = 1
+	WriteDelete byte = 2
+)
+
+// ErrFrame reports a malformed frame or body.
+var ErrFrame = errors.New("malformed frame")
+
+// Frame is one decoded frame.
+type Frame struct {
+	ID   uint64
+	Kind byte // operation or status
+	Body []byte
+}
+
+// ReadFrame reads one frame from r.
+func ReadFrame(r *bufio.Reader) (Frame, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return Frame{}, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n < 9 {
+		return Frame{}, fmt.Errorf("frame of %d bytes: %w", n, ErrFrame)
+	}
+	if n > MaxFrame {
+		return Frame{}, fmt.Errorf("frame of %d bytes exceeds %d: %w", n, MaxFrame, ErrFrame)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return Frame{}, err
+	}
+	return Frame{ID: binary.BigEndian.Uint64(buf), Kind: buf[8], Body: buf[9:]}, nil
+}
+
+// Buf builds a frame. The zero Buf is not ready: use NewFrame.
+type Buf struct {
+	b []byte
+}
+
+// NewFrame starts a frame with request id and kind.
+func NewFrame(id uint64, kind byte) *Buf {
+	b := make([]byte, 13, 64)
+	binary.BigEndian.PutUint64(b[4:], id)
+	b[12] = kind
+	return &Buf{b: b}
+}
+
+// NewBuf returns an empty buffer for bodies kept outside frames (the
+// server's log and checkpoints).
+func NewBuf(capacity int) *Buf { return &Buf{b: make([]byte, 0, capacity)} }
+
+// Raw returns the bytes appended so far.
+func (b *Buf) Raw() []byte { return b.b }
+
+// Uvarint appends v.
+func (b *Buf) Uvarint(v uint64) { b.b = binary.AppendUvarint(b.b, v) }
+
+// Varint appends v.
+func (b *Buf) Varint(v int64) { b.b = binary.AppendVarint(b.b, v) }
+
+// U64 appends v as 8 bytes.
+func (b *Buf) U64(v uint64) { b.b = binary.BigEndian.AppendUint64(b.b, v) }
+
+// Byte appends c.
+func (b *Buf) Byte(c byte) { b.b = append(b.b, c) }
+
+// Bytes appends p with its length.
+func (b *Buf) Bytes(p []byte) {
+	b.b = binary.AppendUvarint(b.b, uint64(len(p)))
+	b.b = append(b.b, p...)
+}
+
+// Len returns the frame's length so far, header included.
+func (b *Buf) Len() int { return len(b.b) }
+
+// Finish sets the length and returns the frame's bytes.
+func (b *Buf) Finish() []byte {
+	binary.BigEndian.PutUint32(b.b, uint32(len(b.b)-4))
+	return b.b
+}
+
+// Reader decodes a body. The first error sticks: later reads return
+// zero values, and Err reports it.
+type Reader struct {
+	b   []byte
+	err error
+}
+
+// NewReader reads body.
+func NewReader(body []byte) *Reader { return &Reader{b: body} }
+
+func (r *Reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%s: %w", what, ErrFrame)
+	}
+	r.b = nil
+}
+
+// Uvarint reads an unsigned varint.
+func (r *Reader) Uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad uvarint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// Varint reads a signed varint.
+func (r *Reader) Varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// U64 reads 8 bytes.
+func (r *Reader) U64() uint64 {
+	if len(r.b) < 8 {
+		r.fail("short u64")
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+// Byte reads one byte.
+func (r *Reader) Byte() byte {
+	if len(r.b) < 1 {
+		r.fail("short byte")
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+// Bytes reads a length-prefixed string. The result aliases the body.
+func (r *Reader) Bytes() []byte {
+	n := r.Uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail("string past the end")
+		return nil
+	}
+	p := r.b[:n:n]
+	r.b = r.b[n:]
+	return p
+}
+
+// Count reads a count of items each at least min bytes long, refusing
+// one the rest of the body cannot hold, so that a hostile count cannot
+// make the decoder allocate.
+func (r *Reader) Count(min int) int {
+	n := r.Uvarint()
+	if r.err != nil {
+		return 0
+	}
+	if min < 1 {
+		min = 1
+	}
+	if n > uint64(len(r.b)/min) {
+		r.fail("count past the end")
+		return 0
+	}
+	return int(n)
+}
+
+// Err returns the first decoding error.
+func (r *Reader) Err() error { return r.err }
+
+// Done returns the first decoding error, or one when bytes are left.
+func (r *Reader) Done() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail(fmt.Sprintf("%d bytes left over", len(r.b)))
+	}
+	return r.err
+}
