@@ -129,13 +129,18 @@ func (s *Server) Serve(l net.Listener) error {
 
 // conn is one client connection. Requests are read and answered in
 // order of arrival, except commits, which are answered when the apply
-// loop has made them durable; replies are queued and written by one
-// goroutine, so the syncer never waits for a slow client.
+// loop has made them durable. Replies are queued: the reading goroutine
+// writes the replies of reads itself once it has no more requests
+// buffered (no hand-off on the hot path), and replies the syncer queues
+// are written by the connection's writer goroutine, so the syncer never
+// waits for a slow client.
 type conn struct {
 	s    *Server
 	nc   net.Conn
-	mu   sync.Mutex
+	mu   sync.Mutex // guards out
 	out  [][]byte
+	wmu  sync.Mutex // guards w
+	w    *bufio.Writer
 	wake chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -148,39 +153,52 @@ func (c *conn) close() {
 	})
 }
 
-// send queues a reply.
-func (c *conn) send(frame []byte) {
+// queue adds a reply; wake asks the writer goroutine to write it.
+func (c *conn) queue(frame []byte, wake bool) {
 	c.mu.Lock()
 	c.out = append(c.out, frame)
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flush writes the queued replies.
+func (c *conn) flush() {
+	c.mu.Lock()
+	out := c.out
+	c.out = nil
+	c.mu.Unlock()
+	if len(out) == 0 {
+		return
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.w == nil {
+		c.w = bufio.NewWriterSize(c.nc, 64<<10)
+	}
+	for _, f := range out {
+		if _, err := c.w.Write(f); err != nil {
+			c.close()
+			return
+		}
+	}
+	if err := c.w.Flush(); err != nil {
+		c.close()
 	}
 }
 
 func (c *conn) writeLoop() {
-	w := bufio.NewWriterSize(c.nc, 64<<10)
 	for {
 		select {
 		case <-c.done:
 			return
 		case <-c.wake:
 		}
-		c.mu.Lock()
-		out := c.out
-		c.out = nil
-		c.mu.Unlock()
-		for _, f := range out {
-			if _, err := w.Write(f); err != nil {
-				c.close()
-				return
-			}
-		}
-		if err := w.Flush(); err != nil {
-			c.close()
-			return
-		}
+		c.flush()
 	}
 }
 
@@ -202,6 +220,9 @@ func (c *conn) readLoop() {
 			return
 		}
 		c.handle(f)
+		if r.Buffered() == 0 {
+			c.flush()
+		}
 	}
 }
 
@@ -210,7 +231,7 @@ func (c *conn) reply(id uint64, status byte, fill func(*wire.Buf)) {
 	if fill != nil {
 		fill(b)
 	}
-	c.send(b.Finish())
+	c.queue(b.Finish(), false)
 }
 
 func (c *conn) fail(id uint64, err error) {
@@ -273,6 +294,49 @@ func (c *conn) handle(f wire.Frame) {
 				}
 			}
 		})
+	case wire.OpGetFollow:
+		r := wire.NewReader(f.Body)
+		id := r.U64()
+		rule := r.Follow()
+		keys := make([][]byte, r.Count(2))
+		follow := make([]bool, len(keys))
+		for i := range keys {
+			keys[i] = r.Bytes()
+			follow[i] = r.Byte() == 1
+		}
+		if err := r.Done(); err != nil {
+			c.fail(f.ID, err)
+			return
+		}
+		t, id, ok := c.snapshot(id)
+		if !ok {
+			c.reply(f.ID, wire.StatusNoSnapshot, nil)
+			return
+		}
+		value := func(b *wire.Buf, k []byte) []byte {
+			if k == nil {
+				b.Byte(0)
+				return nil
+			}
+			it, ok := t.Get(item{k: k})
+			if !ok {
+				b.Byte(0)
+				return nil
+			}
+			b.Byte(1)
+			b.Bytes(it.v)
+			return it.v
+		}
+		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) {
+			b.U64(id)
+			b.Uvarint(uint64(len(keys)))
+			for i, k := range keys {
+				v := value(b, k)
+				if follow[i] {
+					value(b, rule.Next(v))
+				}
+			}
+		})
 	case wire.OpScan:
 		r := wire.NewReader(f.Body)
 		id := r.U64()
@@ -317,11 +381,11 @@ func (c *conn) handle(f wire.Frame) {
 		id := f.ID
 		req.done = func(status byte, msg string) {
 			s.m.observe(op, start)
+			b := wire.NewFrame(id, status)
 			if status == wire.StatusError {
-				c.fail(id, errors.New(msg))
-				return
+				b.Bytes([]byte(msg))
 			}
-			c.reply(id, status, nil)
+			c.queue(b.Finish(), true)
 		}
 		select {
 		case s.commits <- req:

@@ -75,6 +75,8 @@ func opName(k byte) string {
 		return "release"
 	case wire.OpStats:
 		return "stats"
+	case wire.OpGetFollow:
+		return "get_follow"
 	}
 	return "unknown"
 }

@@ -54,7 +54,8 @@ type Server struct {
 	cpRequest chan chan error
 	stop      chan struct{}
 	syncq     chan *batch
-	finalErr  error // of the checkpoint written at Close
+	syncReady chan struct{} // the syncer is free for the next batch
+	finalErr  error         // of the checkpoint written at Close
 	loopEnd   chan struct{}
 	syncEnd   chan struct{}
 
@@ -101,6 +102,9 @@ type batch struct {
 	index uint64
 	cp    *checkpointJob
 	stop  bool
+
+	wantCP bool       // seal adds a checkpoint job
+	cpDone chan error // told when the checkpoint asked for is written
 }
 
 type checkpointJob struct {
@@ -144,7 +148,8 @@ func Open(opts Options) (*Server, error) {
 		commits:   make(chan *commitReq, 1024),
 		cpRequest: make(chan chan error),
 		stop:      make(chan struct{}),
-		syncq:     make(chan *batch, 2),
+		syncq:     make(chan *batch, 1),
+		syncReady: make(chan struct{}),
 		loopEnd:   make(chan struct{}),
 		syncEnd:   make(chan struct{}),
 		conns:     map[*conn]struct{}{},
@@ -236,6 +241,12 @@ func (s *Server) recover() error {
 			}
 		} else if err != nil {
 			return fmt.Errorf("replay log: %w", err)
+		} else if st, serr := os.Stat(path); serr == nil && st.Size() > good {
+			// Space allocated ahead of the records by a server that
+			// did not stop cleanly.
+			if err := os.Truncate(path, good); err != nil {
+				return fmt.Errorf("trim log %s: %w", path, err)
+			}
 		}
 	}
 	if replayed > 0 {
@@ -245,43 +256,65 @@ func (s *Server) recover() error {
 }
 
 // loop is the apply loop: it validates and applies commits one at a
-// time, in the order they arrive, and hands them to the syncer in
-// batches.
+// time, in the order they arrive, into a batch, and hands the batch to
+// the syncer when the syncer is free. So commits gather while a sync
+// runs, and one fsync makes all of them durable (group commit).
 func (s *Server) loop() {
 	defer close(s.loopEnd)
+	var cur *batch
+	commits, stop := s.commits, s.stop
 	for {
-		var req *commitReq
+		var ready chan struct{}
+		if cur != nil {
+			ready = s.syncReady
+		}
+		in := commits
+		if cur != nil && (len(cur.reqs) >= 4096 || len(cur.buf) >= 8<<20) {
+			in = nil // full: wait for the syncer
+		}
 		select {
-		case req = <-s.commits:
+		case req := <-in:
+			if cur == nil {
+				cur = &batch{}
+			}
+			s.apply(req, cur)
 		case done := <-s.cpRequest:
-			s.syncq <- &batch{cp: s.checkpointJob(done)}
-			s.logged = 0
-			continue
-		case <-s.stop:
-			s.syncq <- &batch{stop: true, cp: s.checkpointJob(nil)}
-			return
-		}
-		b := &batch{}
-		s.apply(req, b)
-	more:
-		for len(b.reqs) < 4096 && len(b.buf) < 8<<20 {
-			select {
-			case req := <-s.commits:
-				s.apply(req, b)
-			default:
-				break more
+			if cur == nil {
+				cur = &batch{}
 			}
-		}
-		if len(b.buf) > 0 {
-			b.tree = s.tree.Clone()
-			b.index = s.index
-			s.logged += int64(len(b.buf))
-			if s.logged >= s.opts.CheckpointBytes && s.cpRunning.CompareAndSwap(false, true) {
-				b.cp = &checkpointJob{tree: b.tree, index: s.index, dd: s.dd.entries()}
-				s.logged = 0
+			cur.cpDone = done
+			cur.wantCP = true
+		case <-stop:
+			stop, commits = nil, nil
+			if cur == nil {
+				cur = &batch{}
 			}
+			cur.stop = true
+		case <-ready:
+			s.seal(cur)
+			s.syncq <- cur
+			if cur.stop {
+				return
+			}
+			cur = nil
 		}
-		s.syncq <- b
+	}
+}
+
+// seal completes a batch as the syncer takes it: the state to publish,
+// and a checkpoint when one is due or asked for.
+func (s *Server) seal(b *batch) {
+	if len(b.buf) > 0 {
+		b.tree = s.tree.Clone()
+		b.index = s.index
+		s.logged += int64(len(b.buf))
+		if s.logged >= s.opts.CheckpointBytes && !b.wantCP && !b.stop && s.cpRunning.CompareAndSwap(false, true) {
+			b.wantCP = true
+		}
+	}
+	if b.wantCP || b.stop {
+		b.cp = s.checkpointJob(b.cpDone)
+		s.logged = 0
 	}
 }
 
@@ -328,7 +361,9 @@ func (s *Server) apply(req *commitReq, b *batch) {
 // acknowledges their commits.
 func (s *Server) syncer() {
 	defer close(s.syncEnd)
-	for b := range s.syncq {
+	for {
+		s.syncReady <- struct{}{}
+		b := <-s.syncq
 		if len(b.buf) > 0 && s.failed.Load() == nil {
 			start := time.Now()
 			if err := s.seg.append(b.buf); err != nil {
@@ -391,7 +426,9 @@ func (s *Server) startCheckpoint(cp *checkpointJob) {
 			}
 			return
 		}
-		s.seg.f.Close()
+		if err := s.seg.close(); err != nil {
+			s.log.Warn("closing the previous log segment", "err", err)
+		}
 		s.seg = seg
 	}
 	s.cpWG.Add(1)
@@ -475,7 +512,9 @@ func (s *Server) Close() error {
 	<-s.syncEnd
 	s.cpWG.Wait()
 	err := s.finalErr
-	s.seg.f.Close()
+	if cerr := s.seg.close(); err == nil && s.failed.Load() == nil {
+		err = cerr
+	}
 	s.lock.Close()
 	return err
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluicefs/sluice/internal/metaserver/wire"
 )
 
@@ -103,6 +105,14 @@ func readSegment(path string, fn func(*record) error) (good int64, err error) {
 			return good, fmt.Errorf("%w at offset %d: torn header", errBadRecord, good)
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
+		if n == 0 && binary.BigEndian.Uint32(hdr[4:]) == 0 {
+			// Space allocated ahead of the records (segment.grow) reads
+			// as zeros: the end, if nothing but zeros follows.
+			if zerosToEOF(r) {
+				return good, nil
+			}
+			return good, fmt.Errorf("%w at offset %d: empty record", errBadRecord, good)
+		}
 		if n > maxRecord {
 			return good, fmt.Errorf("%w at offset %d: length %d", errBadRecord, good, n)
 		}
@@ -121,6 +131,25 @@ func readSegment(path string, fn func(*record) error) (good int64, err error) {
 			return good, err
 		}
 		good += 8 + int64(n)
+	}
+}
+
+// zerosToEOF tells whether only zero bytes are left in r.
+func zerosToEOF(r *bufio.Reader) bool {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false
+			}
+		}
+		if err == io.EOF {
+			return true
+		}
+		if err != nil {
+			return false
+		}
 	}
 }
 
@@ -154,12 +183,20 @@ func segmentPath(dir string, first uint64) string {
 	return filepath.Join(dir, fmt.Sprintf("log-%020d.wal", first))
 }
 
-// segment is the log file being appended to.
+// segment is the log file being appended to. Its space is allocated
+// ahead of the records, so that making a write durable (fdatasync) does
+// not also have to commit a new file size: on ext4 that halves the time
+// of a commit. The allocated space reads as zeros, which replay takes for
+// the end of the segment.
 type segment struct {
-	f     *os.File
-	first uint64
-	size  int64
+	f         *os.File
+	first     uint64
+	size      int64 // bytes of records
+	allocated int64 // bytes allocated; 0 when the file system cannot
 }
+
+// segmentAhead is how much space a segment allocates at a time.
+const segmentAhead = 64 << 20
 
 // createSegment creates the segment whose first record is first and
 // makes its name durable. A file of that name holds no record the state
@@ -171,23 +208,70 @@ func createSegment(dir string, first uint64) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create log segment: %w", err)
 	}
+	s := &segment{f: f, first: first}
+	if err := s.grow(0); err != nil {
+		f.Close()
+		return nil, err
+	}
 	if err := syncDir(dir); err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &segment{f: f, first: first}, nil
+	return s, nil
 }
 
-// append writes p and makes it durable.
-func (s *segment) append(p []byte) error {
-	if _, err := s.f.Write(p); err != nil {
-		return fmt.Errorf("write log segment %s: %w", s.f.Name(), err)
+// grow allocates space for n more bytes of records, durably, when the
+// file system can.
+func (s *segment) grow(n int64) error {
+	if s.size+n <= s.allocated {
+		return nil
 	}
-	s.size += int64(len(p))
+	want := s.allocated + segmentAhead
+	for want < s.size+n {
+		want += segmentAhead
+	}
+	if err := unix.Fallocate(int(s.f.Fd()), 0, 0, want); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+			s.allocated = -1 << 62 // appends grow the file
+			return nil
+		}
+		return fmt.Errorf("allocate log segment %s: %w", s.f.Name(), err)
+	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("sync log segment %s: %w", s.f.Name(), err)
 	}
+	s.allocated = want
 	return nil
+}
+
+// append writes p after the records and makes it durable.
+func (s *segment) append(p []byte) error {
+	if err := s.grow(int64(len(p))); err != nil {
+		return err
+	}
+	if _, err := s.f.WriteAt(p, s.size); err != nil {
+		return fmt.Errorf("write log segment %s: %w", s.f.Name(), err)
+	}
+	s.size += int64(len(p))
+	if err := unix.Fdatasync(int(s.f.Fd())); err != nil {
+		return fmt.Errorf("sync log segment %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+// close gives back the space allocated past the records and closes the
+// file.
+func (s *segment) close() error {
+	var err error
+	if s.allocated > s.size {
+		if err = s.f.Truncate(s.size); err == nil {
+			err = s.f.Sync()
+		}
+	}
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func syncDir(dir string) error {

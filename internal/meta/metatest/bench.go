@@ -3,6 +3,8 @@ package metatest
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/meta"
@@ -85,6 +87,47 @@ func Bench(b *testing.B, newStore func(tb testing.TB) store.Store) {
 			if err := c.Unlink(ctx, dir, fmt.Appendf(nil, "f%07d", i)); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+	// Sixteen clients at once, each creating files in its own directory
+	// through its own client of the volume: what an engine makes of
+	// concurrency (group commit, pipelining), per operation of all.
+	b.Run("Create16", func(b *testing.B) {
+		c, _ := setup(b)
+		const clients = 16
+		dirs := make([]meta.Ino, clients)
+		for i := range dirs {
+			d, err := c.Mknod(ctx, meta.RootIno, fmt.Appendf(nil, "p%d", i), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
+			if err != nil {
+				b.Fatal(err)
+			}
+			dirs[i] = d.Ino
+		}
+		var next atomic.Int64
+		errs := make(chan error, clients)
+		b.ResetTimer()
+		var wg sync.WaitGroup
+		for w := 0; w < clients; w++ {
+			wg.Add(1)
+			go func(dir meta.Ino) {
+				defer wg.Done()
+				for {
+					i := next.Add(1)
+					if i > int64(b.N) {
+						return
+					}
+					if _, err := c.Mknod(ctx, dir, fmt.Appendf(nil, "f%07d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}(dirs[w])
+		}
+		wg.Wait()
+		select {
+		case err := <-errs:
+			b.Fatal(err)
+		default:
 		}
 	})
 	for _, n := range []int{1000, 100_000} {

@@ -48,7 +48,50 @@ const (
 	OpRelease byte = 5
 	// OpStats: empty. Reply: bytes JSON of the server's figures.
 	OpStats byte = 6
+	// OpGetFollow: u64 snapshot, Follow rule, uvarint n, n keys each
+	// with byte follow. Reply: u64 snapshot, uvarint n, n values (byte
+	// present, bytes) each followed, when asked, by the value of the key
+	// the rule makes of it (byte present, bytes).
+	OpGetFollow byte = 7
 )
+
+// Follow is the rule of OpGetFollow: the key read next is Prefix, the
+// value from byte From on, then Suffix, for a value ValueLen bytes long.
+type Follow struct {
+	Prefix, Suffix []byte
+	From, ValueLen int
+}
+
+// Next returns the key the rule makes of value v, or nil.
+func (f Follow) Next(v []byte) []byte {
+	if len(v) != f.ValueLen || f.From > len(v) {
+		return nil
+	}
+	k := make([]byte, 0, len(f.Prefix)+len(v)-f.From+len(f.Suffix))
+	k = append(k, f.Prefix...)
+	k = append(k, v[f.From:]...)
+	return append(k, f.Suffix...)
+}
+
+// Follow appends f.
+func (b *Buf) Follow(f Follow) {
+	b.Bytes(f.Prefix)
+	b.Bytes(f.Suffix)
+	b.Uvarint(uint64(f.From))
+	b.Uvarint(uint64(f.ValueLen))
+}
+
+// Follow reads a rule.
+func (r *Reader) Follow() Follow {
+	f := Follow{Prefix: r.Bytes(), Suffix: r.Bytes()}
+	from, n := r.Uvarint(), r.Uvarint()
+	if from > 1<<20 || n > 1<<20 {
+		r.fail("follow rule out of range")
+		return Follow{}
+	}
+	f.From, f.ValueLen = int(from), int(n)
+	return f
+}
 
 // Reply statuses.
 const (

@@ -2,6 +2,8 @@ package sluice_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"testing"
 
@@ -18,7 +20,7 @@ import (
 // and returns its URL.
 func startServer(t testing.TB) string {
 	t.Helper()
-	srv, err := metaserver.Open(metaserver.Options{Dir: t.TempDir()})
+	srv, err := metaserver.Open(metaserver.Options{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,10 @@ type txn struct {
 	err      error // a write attempted in a read-only transaction
 }
 
-var _ kvstore.MultiScanner = (*txn)(nil)
+var (
+	_ kvstore.MultiScanner = (*txn)(nil)
+	_ kvstore.Follower     = (*txn)(nil)
+)
 
 // status turns a read's reply status into an error.
 func (t *txn) status(f wire.Frame) error {
@@ -94,6 +97,107 @@ func (t *txn) GetMany(keys [][]byte) ([][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// GetFollow reads keys and the keys their values name in one request
+// (a lookup: the entry, then its node). When this transaction wrote one
+// of them, the server's values may not be the ones to follow, so it
+// reads one step at a time.
+func (t *txn) GetFollow(keys [][]byte, follow []bool, rule kvstore.FollowRule) (vals, next [][]byte, err error) {
+	local := false
+	for _, k := range keys {
+		if _, ok := t.writes[string(k)]; ok {
+			local = true
+		}
+	}
+	if local || len(t.writes) > 0 {
+		return t.followLocally(keys, follow, rule)
+	}
+	wr := wire.Follow{Prefix: []byte(rule.Prefix), Suffix: []byte(rule.Suffix), From: rule.From, ValueLen: rule.ValueLen}
+	f, err := t.db.do(t.ctx, wire.OpGetFollow, func(b *wire.Buf) {
+		b.U64(t.snap)
+		b.Follow(wr)
+		b.Uvarint(uint64(len(keys)))
+		for i, k := range keys {
+			b.Bytes(k)
+			if follow[i] {
+				b.Byte(1)
+			} else {
+				b.Byte(0)
+			}
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := t.status(f); err != nil {
+		return nil, nil, err
+	}
+	r := wire.NewReader(f.Body)
+	t.snap = r.U64()
+	if n := r.Count(1); n != len(keys) && r.Err() == nil {
+		return nil, nil, errors.New("metadata server: wrong number of values")
+	}
+	value := func() []byte {
+		if r.Byte() != 1 {
+			return nil
+		}
+		v := r.Bytes()
+		if v == nil {
+			v = []byte{}
+		}
+		return v
+	}
+	vals, next = make([][]byte, len(keys)), make([][]byte, len(keys))
+	for i := range keys {
+		vals[i] = value()
+		if follow[i] {
+			next[i] = value()
+		}
+	}
+	if err := r.Done(); err != nil {
+		return nil, nil, err
+	}
+	if !t.readOnly {
+		for i, k := range keys {
+			t.reads = append(t.reads, bytes.Clone(k))
+			if follow[i] {
+				if nk := wr.Next(vals[i]); nk != nil {
+					t.reads = append(t.reads, nk)
+				}
+			}
+		}
+	}
+	return vals, next, nil
+}
+
+// followLocally does what GetFollow does in two reads.
+func (t *txn) followLocally(keys [][]byte, follow []bool, rule kvstore.FollowRule) (vals, next [][]byte, err error) {
+	if vals, err = t.GetMany(keys); err != nil {
+		return nil, nil, err
+	}
+	next = make([][]byte, len(keys))
+	var nks [][]byte
+	var at []int
+	for i := range keys {
+		if follow[i] {
+			if nk := rule.Next(vals[i]); nk != nil {
+				nks = append(nks, nk)
+				at = append(at, i)
+			}
+		}
+	}
+	if len(nks) == 0 {
+		return vals, next, nil
+	}
+	nv, err := t.GetMany(nks)
+	if err != nil {
+		return nil, nil, err
+	}
+	for j, i := range at {
+		next[i] = nv[j]
+	}
+	return vals, next, nil
 }
 
 func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
