@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/volume"
 )
 
@@ -43,6 +44,10 @@ volume's metadata (which takes a while on a big one) to add:
   ReferencedBytes/VisibleBytes (AmplificationRatio), and the deletion
   backlog (Backlog, the same figures as in "Deletion" below).
 
+  "Server": for a volume on the in-memory metadata server (sluice://), the
+  server's figures: records held (Keys), log index, newest checkpoint and
+  its size, open snapshots, and its Go heap and memory from the system.
+
   "Trash": the files in the trash (.trash) and the bytes of their lengths,
   and its hour directories (Dirs).
 
@@ -73,7 +78,11 @@ volume's metadata (which takes a while on a big one) to add:
 				Space    *spaceStatus    `json:",omitempty"`
 				Trash    *trashStatus    `json:",omitempty"`
 				Deletion *deletionStatus `json:",omitempty"`
+				Server   json.RawMessage `json:",omitempty"`
 			}{Setting: v.Format().Redacted(), Sessions: []sessionStatus{}}
+			if out.Server, err = store.Report(ctx, v.Store()); err != nil {
+				return fmt.Errorf("metadata server figures: %w", err)
+			}
 			opts := meta.DetailOptions{}
 			if more {
 				opts = meta.DetailOptions{Limit: statusListLimit, Paths: true}

@@ -136,28 +136,55 @@ func startMetaServer(t *testing.T, dir string) string {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(sluiceBin, "meta-server", "--dir", dir, "--listen", addr, "--log", dir+".log")
-	if err := cmd.Start(); err != nil {
+	ms := runMetaServer(t, dir, addr)
+	t.Cleanup(func() { ms.stop(t, syscall.SIGTERM) })
+	return addr
+}
+
+// metaServer is a `sluice meta-server` process.
+type metaServer struct {
+	cmd      *exec.Cmd
+	dir, log string
+	stopped  bool
+}
+
+// runMetaServer starts a meta-server on dir and addr and waits until it
+// serves.
+func runMetaServer(t *testing.T, dir, addr string) *metaServer {
+	t.Helper()
+	ms := &metaServer{dir: dir, log: dir + ".log"}
+	ms.cmd = exec.Command(sluiceBin, "meta-server", "--dir", dir, "--listen", addr, "--log", ms.log)
+	if err := ms.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			log, _ := os.ReadFile(dir + ".log")
-			t.Errorf("meta-server stopped with %v; log:\n%s", err, log)
-		}
-	})
 	for i := 0; ; i++ {
 		nc, err := net.Dial("tcp", addr)
 		if err == nil {
 			nc.Close()
-			return addr
+			return ms
 		}
 		if i > 1000 {
-			log, _ := os.ReadFile(dir + ".log")
+			ms.cmd.Process.Kill()
+			log, _ := os.ReadFile(ms.log)
 			t.Fatalf("meta-server did not start: %v; log:\n%s", err, log)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stop signals the server and waits for it; after SIGTERM it must have
+// ended cleanly.
+func (ms *metaServer) stop(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if ms.stopped {
+		return
+	}
+	ms.stopped = true
+	ms.cmd.Process.Signal(sig)
+	err := ms.cmd.Wait()
+	if sig == syscall.SIGTERM && err != nil {
+		log, _ := os.ReadFile(ms.log)
+		t.Errorf("meta-server stopped with %v; log:\n%s", err, log)
 	}
 }
 

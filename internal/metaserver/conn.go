@@ -423,14 +423,18 @@ func (c *conn) snapshot(id uint64) (*tree, uint64, bool) {
 
 // Stats are the server's figures, as OpStats returns them.
 type Stats struct {
-	Keys            int    `json:"keys"`
-	Index           uint64 `json:"index"`
-	CheckpointIndex uint64 `json:"checkpoint_index"`
-	CheckpointBytes int64  `json:"checkpoint_bytes"`
-	Snapshots       int    `json:"snapshots"`
-	HeapBytes       uint64 `json:"heap_bytes"`
-	SysBytes        uint64 `json:"sys_bytes"`
-	Dir             string `json:"dir"`
+	Keys            int
+	Index           uint64
+	CheckpointIndex uint64
+	CheckpointBytes int64
+	Snapshots       int
+	// HeapBytes is the Go heap in use after the last collection's
+	// accounting; SysBytes what the process got from the system.
+	HeapBytes uint64
+	SysBytes  uint64
+	// HeapBytesPerKey is HeapBytes over Keys.
+	HeapBytesPerKey float64
+	Dir             string
 }
 
 // Stats returns the server's figures now.
@@ -446,6 +450,7 @@ func (s *Server) Stats() Stats {
 		Snapshots:       s.snaps.len(),
 		HeapBytes:       ms.HeapAlloc,
 		SysBytes:        ms.Sys,
+		HeapBytesPerKey: float64(ms.HeapAlloc) / float64(max(p.tree.Len(), 1)),
 		Dir:             s.opts.Dir,
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -239,6 +240,22 @@ func DisableCache(st Store) {
 	if c, ok := under[CacheDisabler](st); ok {
 		c.DisableCache()
 	}
+}
+
+// Reporter is the optional interface of an engine that has figures of
+// its own to show (sluice status): the in-memory metadata server reports
+// its records, memory and log. Report returns nil and no error when the
+// engine has nothing to report.
+type Reporter interface {
+	Report(ctx context.Context) (json.RawMessage, error)
+}
+
+// Report returns the figures st's engine reports (see Reporter), or nil.
+func Report(ctx context.Context, st Store) (json.RawMessage, error) {
+	if r, ok := under[Reporter](st); ok {
+		return r.Report(ctx)
+	}
+	return nil, nil
 }
 
 // Unwrapper is implemented by a decorator of a Store: Unwrap returns the

@@ -248,8 +248,10 @@ func (d *DB) View(ctx context.Context, fn func(kvstore.Txn) error) error {
 	}
 }
 
-// Stats returns the server's figures as JSON.
-func (d *DB) Stats(ctx context.Context) (json.RawMessage, error) {
+var _ store.Reporter = (*DB)(nil)
+
+// Report returns the server's figures (metaserver.Stats) as JSON.
+func (d *DB) Report(ctx context.Context) (json.RawMessage, error) {
 	f, err := d.do(ctx, wire.OpStats, nil)
 	if err != nil {
 		return nil, err

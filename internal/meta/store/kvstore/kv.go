@@ -26,6 +26,7 @@ package kvstore
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -147,6 +148,17 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 }
 
 var _ store.CacheDisabler = (*Store)(nil)
+
+var _ store.Reporter = (*Store)(nil)
+
+// Report forwards to a DB that implements store.Reporter; it returns nil
+// for one that does not.
+func (s *Store) Report(ctx context.Context) (json.RawMessage, error) {
+	if r, ok := s.db.(store.Reporter); ok {
+		return r.Report(ctx)
+	}
+	return nil, nil
+}
 
 // DisableCache forwards to a DB that implements store.CacheDisabler; it
 // does nothing on others.
