@@ -1,8 +1,8 @@
 package store
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
