@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -167,6 +168,9 @@ func Open(opts Options) (*Server, error) {
 	s.seg = seg
 	s.pub.Store(&published{tree: s.tree.Clone(), index: s.index})
 	s.m.keys.Set(float64(s.tree.Len()))
+	// Decoding the checkpoint and the log left garbage as large as the
+	// state; give it back before serving.
+	debug.FreeOSMemory()
 	go s.loop()
 	go s.syncer()
 	go s.snaps.reap(s.loopEnd)
@@ -196,6 +200,7 @@ func (s *Server) recover() error {
 		s.cpIndex.Store(index)
 		if st, err := os.Stat(path); err == nil {
 			s.cpSize.Store(st.Size())
+			s.m.checkpointBytes.Set(float64(st.Size()))
 		}
 		s.log.Info("loaded checkpoint", "file", path, "keys", t.Len(), "index", index, "took", time.Since(start).Round(time.Millisecond))
 	}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Memory and start-up of the in-memory metadata server holding N small
+# files (directories of 1,000 files of one slice each, as issue 13 asks):
+# loads a generated dump into a fresh `sluice meta-server`, stops it
+# (SIGTERM: final checkpoint), starts it again and reports the time to
+# load the checkpoint, the process's resident memory and Go heap once
+# loaded, and both per file.
+#
+#   bench/metaserver.sh [N]          (default 1000000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-1000000}
+work=$(mktemp -d /tmp/sluice-metaserver.XXXXXX)
+pid=
+cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+bin=$work/sluice
+go build -o "$bin" ./cmd/sluice
+port=$((20000 + RANDOM % 10000))
+url=sluice://127.0.0.1:$port/bench
+metrics=127.0.0.1:$((port + 1))
+start() {
+  "$bin" meta-server --dir "$work/data" --listen 127.0.0.1:$port --metrics "$metrics" --log "$work/server.log" &
+  pid=$!
+  for _ in $(seq 1 6000); do
+    curl -sf "http://$metrics/metrics" >/dev/null && return
+    sleep 0.1
+  done
+  echo "server did not start"; cat "$work/server.log"; exit 1
+}
+stop() { kill -TERM "$pid"; wait "$pid" || true; pid=; }
+metric() { curl -sf "http://$metrics/metrics" | awk -v m="$1" '$1 == m {printf "%.0f", $2}'; }
+
+go run ./bench/dumpgen -files "$n" -links 0 >"$work/gen.json"
+echo "files: $n ($(du -h "$work/gen.json" | cut -f1) of dump)"
+start
+t0=$(date +%s.%N)
+"$bin" load "$url" "$work/gen.json" >/dev/null
+t1=$(date +%s.%N)
+printf 'load through the server: %.1f s\n' "$(echo "$t1 - $t0" | bc)"
+stop
+start
+took=$(grep 'loaded checkpoint' "$work/server.log" | tail -1 | sed 's/.*took=\([^ ]*\).*/\1/')
+keys=$(metric sluice_metaserver_keys)
+rss=$(awk '/VmRSS/ {print $2 * 1024}' /proc/$pid/status)
+heap=$(metric go_memstats_heap_alloc_bytes)
+ckpt=$(metric sluice_metaserver_checkpoint_bytes)
+echo "start-up (checkpoint load): $took"
+echo "records: $keys ($(echo "scale=2; $keys / $n" | bc) per file); checkpoint $((ckpt / 1048576)) MiB ($(echo "$ckpt / $n" | bc) B/file)"
+echo "resident: $((rss / 1048576)) MiB = $(echo "$rss / $n" | bc) B/file; Go heap: $((heap / 1048576)) MiB = $(echo "$heap / $n" | bc) B/file"
+stop
