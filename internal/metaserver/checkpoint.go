@@ -76,8 +76,8 @@ func writeCheckpoint(dir string, index uint64, t *tree, dd []dedupeEntry) (int64
 	var werr error
 	t.Ascend(func(it item) bool {
 		b.Byte('P')
-		b.Bytes(it.k)
-		b.Bytes(it.v)
+		b.Bytes(it.key())
+		b.Bytes(it.val())
 		pairs++
 		if b.Len() >= 1<<16 {
 			werr = flush()
@@ -152,7 +152,8 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, err error) 
 		_, err := io.ReadFull(r, b[:])
 		return binary.BigEndian.Uint64(b[:]), err
 	}
-	str := func() ([]byte, error) {
+	var kbuf, vbuf []byte
+	str := func(scratch *[]byte) ([]byte, error) {
 		n, err := binary.ReadUvarint(r)
 		if err != nil {
 			return nil, err
@@ -160,7 +161,10 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, err error) 
 		if n > wire.MaxFrame {
 			return nil, fmt.Errorf("string of %d bytes", n)
 		}
-		p := make([]byte, n)
+		if uint64(cap(*scratch)) < n {
+			*scratch = make([]byte, n)
+		}
+		p := (*scratch)[:n]
 		_, err = io.ReadFull(r, p)
 		return p, err
 	}
@@ -169,6 +173,7 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, err error) 
 	}
 	t = newTree()
 	dd = newDedupe()
+	var a arena
 	var pairs uint64
 	for done := false; !done; {
 		kind, err := r.ReadByte()
@@ -177,15 +182,15 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, err error) 
 		}
 		switch kind {
 		case 'P':
-			k, err := str()
+			k, err := str(&kbuf)
 			if err != nil {
 				return 0, nil, nil, bad("key: %v", err)
 			}
-			v, err := str()
+			v, err := str(&vbuf)
 			if err != nil {
 				return 0, nil, nil, bad("value: %v", err)
 			}
-			t.ReplaceOrInsert(item{k: k, v: v})
+			t.ReplaceOrInsert(newItem(k, v, 0, &a))
 			pairs++
 		case 'D':
 			var e [3]uint64

@@ -286,9 +286,9 @@ func (c *conn) handle(f wire.Frame) {
 			b.U64(id)
 			b.Uvarint(uint64(len(keys)))
 			for _, k := range keys {
-				if it, ok := t.Get(item{k: k}); ok {
+				if it, ok := t.Get(probe(k)); ok {
 					b.Byte(1)
-					b.Bytes(it.v)
+					b.Bytes(it.val())
 				} else {
 					b.Byte(0)
 				}
@@ -318,14 +318,14 @@ func (c *conn) handle(f wire.Frame) {
 				b.Byte(0)
 				return nil
 			}
-			it, ok := t.Get(item{k: k})
+			it, ok := t.Get(probe(k))
 			if !ok {
 				b.Byte(0)
 				return nil
 			}
 			b.Byte(1)
-			b.Bytes(it.v)
-			return it.v
+			b.Bytes(it.val())
+			return it.val()
 		}
 		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) {
 			b.U64(id)
@@ -361,8 +361,8 @@ func (c *conn) handle(f wire.Frame) {
 				items := scan(t, rg, int(limit))
 				b.Uvarint(uint64(len(items)))
 				for _, it := range items {
-					b.Bytes(it.k)
-					b.Bytes(it.v)
+					b.Bytes(it.key())
+					b.Bytes(it.val())
 				}
 			}
 		})

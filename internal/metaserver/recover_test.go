@@ -32,7 +32,7 @@ func del(k string) wire.Write    { return wire.Write{Key: []byte(k), Delete: tru
 func dump(s *Server) string {
 	var b strings.Builder
 	s.pub.Load().tree.Ascend(func(it item) bool {
-		fmt.Fprintf(&b, "%s=%s ", it.k, it.v)
+		fmt.Fprintf(&b, "%s=%s ", it.key(), it.val())
 		return true
 	})
 	return b.String()

@@ -179,6 +179,10 @@ func Open(opts Options) (*Server, error) {
 
 // recover loads the newest checkpoint and replays the log after it.
 func (s *Server) recover() error {
+	// Loading makes little garbage (buffers are reused, pairs go into
+	// arenas) but a heap that keeps growing: without this the collector
+	// would run again and again over the state being built.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	dir := s.opts.Dir
 	cps, err := listFiles(dir, "checkpoint-", ".ckpt")
 	if err != nil {

@@ -8,13 +8,58 @@ import (
 	"github.com/sluicefs/sluice/internal/metaserver/wire"
 )
 
-// item is one pair, with the index of the log record that last wrote it.
+// item is one pair, key and value in one allocation (kv, the key its
+// first klen bytes), with the index of the log record that last wrote
+// it: 40 bytes in the tree's nodes, and one object for the collector.
 type item struct {
-	k, v []byte
+	kv   []byte
 	rev  uint64
+	klen uint32
 }
 
-func less(a, b item) bool { return bytes.Compare(a.k, b.k) < 0 }
+func (it item) key() []byte { return it.kv[:it.klen:it.klen] }
+func (it item) val() []byte { return it.kv[it.klen:] }
+
+// probe returns an item to look key up with.
+func probe(key []byte) item { return item{kv: key, klen: uint32(len(key))} }
+
+// newItem copies k and v into one allocation, or into arena when it has
+// room (see arena).
+func newItem(k, v []byte, rev uint64, a *arena) item {
+	var kv []byte
+	if a != nil {
+		kv = a.alloc(len(k) + len(v))
+	} else {
+		kv = make([]byte, len(k)+len(v))
+	}
+	copy(kv, k)
+	copy(kv[len(k):], v)
+	return item{kv: kv, rev: rev, klen: uint32(len(k))}
+}
+
+func less(a, b item) bool { return bytes.Compare(a.key(), b.key()) < 0 }
+
+// arena hands out pieces of large blocks, so that loading a checkpoint
+// makes a few large objects instead of one per pair. A block lives as
+// long as any pair in it; pairs rewritten later get allocations of their
+// own.
+type arena struct {
+	block []byte
+}
+
+const arenaBlock = 1 << 20
+
+func (a *arena) alloc(n int) []byte {
+	if n > arenaBlock/16 {
+		return make([]byte, n)
+	}
+	if cap(a.block)-len(a.block) < n {
+		a.block = make([]byte, 0, arenaBlock)
+	}
+	at := len(a.block)
+	a.block = a.block[:at+n]
+	return a.block[at : at+n : at+n]
+}
 
 type tree = btree.BTreeG[item]
 
@@ -78,9 +123,9 @@ type dedupeEntry struct {
 func applyWrites(t *tree, ws []wire.Write, index uint64) {
 	for _, w := range ws {
 		if w.Delete {
-			t.Delete(item{k: w.Key})
+			t.Delete(probe(w.Key))
 		} else {
-			t.ReplaceOrInsert(item{k: bytes.Clone(w.Key), v: bytes.Clone(w.Value), rev: index})
+			t.ReplaceOrInsert(newItem(w.Key, w.Value, index, nil))
 		}
 	}
 }
@@ -89,8 +134,8 @@ func applyWrites(t *tree, ws []wire.Write, index uint64) {
 // ranges) is different in cur.
 func changed(snap, cur *tree, reads [][]byte, ranges []wire.Range) bool {
 	for _, k := range reads {
-		a, aok := snap.Get(item{k: k})
-		b, bok := cur.Get(item{k: k})
+		a, aok := snap.Get(probe(k))
+		b, bok := cur.Get(probe(k))
 		if aok != bok || a.rev != b.rev {
 			return true
 		}
@@ -99,11 +144,11 @@ func changed(snap, cur *tree, reads [][]byte, ranges []wire.Range) bool {
 		var as, bs []uint64
 		var ak, bk [][]byte
 		collect := func(t *tree, revs *[]uint64, keys *[][]byte) {
-			visit := func(it item) bool { *revs = append(*revs, it.rev); *keys = append(*keys, it.k); return true }
+			visit := func(it item) bool { *revs = append(*revs, it.rev); *keys = append(*keys, it.key()); return true }
 			if r.End == nil {
-				t.AscendGreaterOrEqual(item{k: r.Begin}, visit)
+				t.AscendGreaterOrEqual(probe(r.Begin), visit)
 			} else {
-				t.AscendRange(item{k: r.Begin}, item{k: r.End}, visit)
+				t.AscendRange(probe(r.Begin), probe(r.End), visit)
 			}
 		}
 		collect(snap, &as, &ak)
@@ -128,9 +173,9 @@ func scan(t *tree, r wire.Range, limit int) []item {
 		return limit <= 0 || len(out) < limit
 	}
 	if r.End == nil {
-		t.AscendGreaterOrEqual(item{k: r.Begin}, visit)
+		t.AscendGreaterOrEqual(probe(r.Begin), visit)
 	} else {
-		t.AscendRange(item{k: r.Begin}, item{k: r.End}, visit)
+		t.AscendRange(probe(r.Begin), probe(r.End), visit)
 	}
 	return out
 }
