@@ -8,7 +8,8 @@
 #   scripts/test-servers.sh bench/meta.sh [N] [BIG]
 #
 # ENGINES="postgres mysql" limits the run to those engines (default: all
-# of sqlite3 redis postgres mysql etcd whose server is there).
+# of sqlite3 redis postgres mysql etcd whose server is there, and sluice,
+# the in-memory metadata server, which the script starts itself).
 #
 # Results go to stdout; docs/benchmarks.md records them with this command.
 set -euo pipefail
@@ -17,7 +18,8 @@ n=${1:-10000}
 big=${2:-100000}
 work=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 chmod 755 "$work"
-trap 'for m in "$work"/mnt-*; do grep -qs " $m " /proc/mounts && bin/sluice umount --force "$m"; done; rm -rf "$work"' EXIT
+mspid=
+trap 'for m in "$work"/mnt-*; do grep -qs " $m " /proc/mounts && bin/sluice umount --force "$m"; done; [ -n "$mspid" ] && kill "$mspid"; wait; rm -rf "$work"' EXIT
 go build -o bin/sluice ./cmd/sluice
 go build -o "$work/mdbench" ./bench/mdbench
 ns="bench$$"
@@ -26,7 +28,14 @@ declare -A urls=([sqlite3]="sqlite3://$work/meta.db")
 [ -n "${SLUICE_TEST_POSTGRES:-}" ] && urls[postgres]="$SLUICE_TEST_POSTGRES&table_prefix=${ns}_"
 [ -n "${SLUICE_TEST_MYSQL:-}" ] && urls[mysql]="$SLUICE_TEST_MYSQL?table_prefix=${ns}_"
 [ -n "${SLUICE_TEST_ETCD:-}" ] && urls[etcd]="${SLUICE_TEST_ETCD%/}/$ns"
-for engine in ${ENGINES:-sqlite3 redis postgres mysql etcd}; do
+if [[ " ${ENGINES:-sluice} " == *" sluice "* ]]; then
+  msport=$((20000 + RANDOM % 10000))
+  bin/sluice meta-server --dir "$work/metaserver" --listen "127.0.0.1:$msport" --log "$work/metaserver.log" &
+  mspid=$!
+  urls[sluice]="sluice://127.0.0.1:$msport/$ns"
+  for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$msport") 2>/dev/null && break; sleep 0.1; done
+fi
+for engine in ${ENGINES:-sqlite3 redis postgres mysql etcd sluice}; do
   url=${urls[$engine]:-}
   [ -n "$url" ] || { echo "== $engine: no server, skipped"; continue; }
   mnt="$work/mnt-$engine"
