@@ -465,3 +465,129 @@ func TestParseURLHidesSecret(t *testing.T) {
 func BenchmarkStore(b *testing.B) {
 	objecttest.Bench(b, freshStore(b, serverConfig(b)))
 }
+
+// headerLog records the content-hash header of each PUT, and flips one
+// byte of the body of each PUT when corrupt is set.
+type headerLog struct {
+	mu      sync.Mutex
+	hashes  []string
+	trailer []string
+	corrupt bool
+	next    http.RoundTripper
+}
+
+func (h *headerLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPut && strings.Count(strings.Trim(r.URL.Path, "/"), "/") > 0 { // objects and parts, not the bucket
+		h.mu.Lock()
+		h.hashes = append(h.hashes, r.Header.Get("X-Amz-Content-Sha256"))
+		// The CRC goes as a trailer when the body streams, as a header
+		// when the client could compute it first.
+		h.trailer = append(h.trailer, r.Header.Get("X-Amz-Trailer")+r.Header.Get("X-Amz-Checksum-Crc32c"))
+		corrupt := h.corrupt
+		h.mu.Unlock()
+		if corrupt && r.Body != nil {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return nil, err
+			}
+			body[len(body)/2] ^= 0x20 // inside the data, past the first chunk's header
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+	}
+	return h.next.RoundTrip(r)
+}
+
+// TestPutChecksum checks that bodies go unsigned with a CRC-32C (a
+// trailer, or a header when known first), single PUTs and parts alike, and that the server refuses a body damaged
+// on the way: the checksum is what keeps a block whole.
+func TestPutChecksum(t *testing.T) {
+	cfg := serverConfig(t)
+	log := &headerLog{next: http.DefaultTransport}
+	cfg.Transport = log
+	s := freshStore(t, cfg)
+	ctx := context.Background()
+	small := bytes.Repeat([]byte("s"), 100<<10)
+	big := bytes.Repeat([]byte("b"), 2*s3.MinPartSize+1000)
+	for _, data := range [][]byte{small, big} {
+		if err := s.Put(ctx, "k", bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log.mu.Lock()
+	for i, h := range log.hashes {
+		trailer := strings.Contains(strings.ToLower(log.trailer[i]), "crc32c")
+		header := log.trailer[i] != "" && !trailer
+		if !(h == "STREAMING-UNSIGNED-PAYLOAD-TRAILER" && trailer) && !(h == "UNSIGNED-PAYLOAD" && header) {
+			t.Errorf("PUT %d: content hash %q, trailer %q; want an unsigned body with a CRC-32C", i, h, log.trailer[i])
+		}
+	}
+	if len(log.hashes) < 4 {
+		t.Errorf("%d PUTs for a small object and a multipart one", len(log.hashes))
+	}
+	log.corrupt = true
+	log.mu.Unlock()
+	if err := s.Put(ctx, "bad", bytes.NewReader(small)); err == nil {
+		rc, err := s.Get(ctx, "bad", 0, -1)
+		if err == nil {
+			got, _ := io.ReadAll(rc)
+			rc.Close()
+			t.Fatalf("a body damaged in transit was stored (%d bytes, intact: %v)", len(got), bytes.Equal(got, small))
+		}
+	}
+}
+
+// refuseUnsigned answers 501 NotImplemented, as an older S3 server does,
+// to a PUT whose body is unsigned.
+type refuseUnsigned struct {
+	refused int
+	hashes  []string
+	next    http.RoundTripper
+}
+
+func (f *refuseUnsigned) RoundTrip(r *http.Request) (*http.Response, error) {
+	h := r.Header.Get("X-Amz-Content-Sha256")
+	if r.Method == http.MethodPut && strings.Count(strings.Trim(r.URL.Path, "/"), "/") > 0 {
+		f.hashes = append(f.hashes, h)
+		if strings.Contains(h, "UNSIGNED") {
+			f.refused++
+			if r.Body != nil {
+				io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+			}
+			body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>unsigned payload</Message></Error>`
+			return &http.Response{StatusCode: http.StatusNotImplemented, Status: "501 Not Implemented",
+				Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)),
+				ContentLength: int64(len(body)), Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+		}
+	}
+	return f.next.RoundTrip(r)
+}
+
+// TestSignedBodiesWhenRefused checks that a server refusing unsigned
+// bodies gets the same objects with signed ones, from the first refusal
+// on.
+func TestSignedBodiesWhenRefused(t *testing.T) {
+	cfg := serverConfig(t)
+	f := &refuseUnsigned{next: http.DefaultTransport}
+	cfg.Transport = f
+	s := freshStore(t, cfg)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("x"), 70<<10)
+	for _, key := range []string{"a", "b"} {
+		if err := s.Put(ctx, key, bytes.NewReader(data)); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+		rc, err := s.Get(ctx, key, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(rc)
+		rc.Close()
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s: %d bytes back", key, len(got))
+		}
+	}
+	if f.refused != 1 {
+		t.Fatalf("unsigned bodies refused %d times (PUTs: %q), want once", f.refused, f.hashes)
+	}
+}
