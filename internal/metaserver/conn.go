@@ -267,95 +267,49 @@ func (c *conn) handle(f wire.Frame) {
 		}
 		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) { b.Bytes([]byte("sluice meta-server " + s.opts.Dir)) })
 	case wire.OpGet:
-		r := wire.NewReader(f.Body)
-		id := r.U64()
-		keys := make([][]byte, r.Count(1))
-		for i := range keys {
-			keys[i] = r.Bytes()
-		}
-		if err := r.Done(); err != nil {
-			c.fail(f.ID, err)
-			return
-		}
-		t, id, ok := c.snapshot(id)
-		if !ok {
-			c.reply(f.ID, wire.StatusNoSnapshot, nil)
-			return
-		}
-		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) {
-			b.U64(id)
+		var keys [][]byte
+		c.read(f, func(r *wire.Reader) {
+			keys = make([][]byte, r.Count(1))
+			for i := range keys {
+				keys[i] = r.Bytes()
+			}
+		}, func(t *tree, b *wire.Buf) {
 			b.Uvarint(uint64(len(keys)))
 			for _, k := range keys {
-				if it, ok := t.Get(probe(k)); ok {
-					b.Byte(1)
-					b.Bytes(it.val())
-				} else {
-					b.Byte(0)
-				}
+				putValue(b, t, k)
 			}
 		})
 	case wire.OpGetFollow:
-		r := wire.NewReader(f.Body)
-		id := r.U64()
-		rule := r.Follow()
-		keys := make([][]byte, r.Count(2))
-		follow := make([]bool, len(keys))
-		for i := range keys {
-			keys[i] = r.Bytes()
-			follow[i] = r.Byte() == 1
-		}
-		if err := r.Done(); err != nil {
-			c.fail(f.ID, err)
-			return
-		}
-		t, id, ok := c.snapshot(id)
-		if !ok {
-			c.reply(f.ID, wire.StatusNoSnapshot, nil)
-			return
-		}
-		value := func(b *wire.Buf, k []byte) []byte {
-			if k == nil {
-				b.Byte(0)
-				return nil
+		var rule wire.Follow
+		var keys [][]byte
+		var follow []bool
+		c.read(f, func(r *wire.Reader) {
+			rule = r.Follow()
+			keys = make([][]byte, r.Count(2))
+			follow = make([]bool, len(keys))
+			for i := range keys {
+				keys[i] = r.Bytes()
+				follow[i] = r.Byte() == 1
 			}
-			it, ok := t.Get(probe(k))
-			if !ok {
-				b.Byte(0)
-				return nil
-			}
-			b.Byte(1)
-			b.Bytes(it.val())
-			return it.val()
-		}
-		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) {
-			b.U64(id)
+		}, func(t *tree, b *wire.Buf) {
 			b.Uvarint(uint64(len(keys)))
 			for i, k := range keys {
-				v := value(b, k)
+				v := putValue(b, t, k)
 				if follow[i] {
-					value(b, rule.Next(v))
+					putValue(b, t, rule.Next(v))
 				}
 			}
 		})
 	case wire.OpScan:
-		r := wire.NewReader(f.Body)
-		id := r.U64()
-		limit := r.Varint()
-		ranges := make([]wire.Range, r.Count(2))
-		for i := range ranges {
-			ranges[i] = r.Range()
-		}
-		if err := r.Done(); err != nil {
-			c.fail(f.ID, err)
-			return
-		}
-		t, id, ok := c.snapshot(id)
-		if !ok {
-			c.reply(f.ID, wire.StatusNoSnapshot, nil)
-			return
-		}
-		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) {
-			b.U64(id)
+		var limit int64
+		var ranges []wire.Range
+		c.read(f, func(r *wire.Reader) {
+			limit = r.Varint()
+			ranges = make([]wire.Range, r.Count(2))
+			for i := range ranges {
+				ranges[i] = r.Range()
+			}
+		}, func(t *tree, b *wire.Buf) {
 			b.Uvarint(uint64(len(ranges)))
 			for _, rg := range ranges {
 				items := scan(t, rg, int(limit))
@@ -408,6 +362,45 @@ func (c *conn) handle(f wire.Frame) {
 	default:
 		c.fail(f.ID, fmt.Errorf("unknown operation %d", f.Kind))
 	}
+}
+
+// read serves a read request: its body is a snapshot id, then what
+// decode reads; the reply is the snapshot id (the one taken when the
+// request named none), then what serve writes from that snapshot.
+func (c *conn) read(f wire.Frame, decode func(*wire.Reader), serve func(*tree, *wire.Buf)) {
+	r := wire.NewReader(f.Body)
+	id := r.U64()
+	decode(r)
+	if err := r.Done(); err != nil {
+		c.fail(f.ID, err)
+		return
+	}
+	t, id, ok := c.snapshot(id)
+	if !ok {
+		c.reply(f.ID, wire.StatusNoSnapshot, nil)
+		return
+	}
+	c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) {
+		b.U64(id)
+		serve(t, b)
+	})
+}
+
+// putValue appends whether key is in t and its value, and returns the
+// value (nil when absent, or when key is nil).
+func putValue(b *wire.Buf, t *tree, key []byte) []byte {
+	if key == nil {
+		b.Byte(0)
+		return nil
+	}
+	it, ok := t.Get(probe(key))
+	if !ok {
+		b.Byte(0)
+		return nil
+	}
+	b.Byte(1)
+	b.Bytes(it.val())
+	return it.val()
 }
 
 // snapshot returns the snapshot id names, taking the newest published
