@@ -45,8 +45,9 @@ volume's metadata (which takes a while on a big one) to add:
   backlog (Backlog, the same figures as in "Deletion" below).
 
   "Server": for a volume on the in-memory metadata server (sluice://), the
-  server's figures: records held (Keys), log index, newest checkpoint and
-  its size, open snapshots, and its Go heap and memory from the system.
+  server's figures: records and inodes held (Keys, Inodes), log index,
+  newest checkpoint and its size, open snapshots, and its Go heap (also
+  per inode) and memory from the system.
 
   "Trash": the files in the trash (.trash) and the bytes of their lengths,
   and its hour directories (Dirs).

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/metaserver/wire"
 )
 
@@ -124,18 +125,18 @@ func writeCheckpoint(dir string, index uint64, t *tree, dd []dedupeEntry) (int64
 }
 
 // readCheckpoint loads the checkpoint at path.
-func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, err error) {
+func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, inodes int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, nil, nil, err
+		return 0, nil, nil, 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, nil, nil, err
+		return 0, nil, nil, 0, err
 	}
 	if st.Size() < int64(len(checkpointMagic))+8+9+4 {
-		return 0, nil, nil, fmt.Errorf("%w: %s is %d bytes", errBadCheckpoint, path, st.Size())
+		return 0, nil, nil, 0, fmt.Errorf("%w: %s is %d bytes", errBadCheckpoint, path, st.Size())
 	}
 	crc := crc32.New(castagnoli)
 	// Everything but the last 4 bytes passes through the checksum.
@@ -145,7 +146,7 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, err error) 
 	}
 	magic := make([]byte, len(checkpointMagic))
 	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != checkpointMagic {
-		return 0, nil, nil, bad("not a checkpoint (magic %q)", magic)
+		return 0, nil, nil, 0, bad("not a checkpoint (magic %q)", magic)
 	}
 	u64 := func() (uint64, error) {
 		var b [8]byte
@@ -169,7 +170,7 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, err error) 
 		return p, err
 	}
 	if index, err = u64(); err != nil {
-		return 0, nil, nil, bad("header: %v", err)
+		return 0, nil, nil, 0, bad("header: %v", err)
 	}
 	t = newTree()
 	dd = newDedupe()
@@ -178,47 +179,50 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, err error) 
 	for done := false; !done; {
 		kind, err := r.ReadByte()
 		if err != nil {
-			return 0, nil, nil, bad("entry: %v", err)
+			return 0, nil, nil, 0, bad("entry: %v", err)
 		}
 		switch kind {
 		case 'P':
 			k, err := str(&kbuf)
 			if err != nil {
-				return 0, nil, nil, bad("key: %v", err)
+				return 0, nil, nil, 0, bad("key: %v", err)
 			}
 			v, err := str(&vbuf)
 			if err != nil {
-				return 0, nil, nil, bad("value: %v", err)
+				return 0, nil, nil, 0, bad("value: %v", err)
 			}
 			t.ReplaceOrInsert(newItem(k, v, 0, &a))
+			if kvstore.IsNodeKey(k) {
+				inodes++
+			}
 			pairs++
 		case 'D':
 			var e [3]uint64
 			for i := range e {
 				if e[i], err = u64(); err != nil {
-					return 0, nil, nil, bad("dedupe entry: %v", err)
+					return 0, nil, nil, 0, bad("dedupe entry: %v", err)
 				}
 			}
 			dd.add(txnKey{e[0], e[1]}, e[2])
 		case 'E':
 			n, err := u64()
 			if err != nil || n != pairs {
-				return 0, nil, nil, bad("end says %d pairs, read %d (%v)", n, pairs, err)
+				return 0, nil, nil, 0, bad("end says %d pairs, read %d (%v)", n, pairs, err)
 			}
 			done = true
 		default:
-			return 0, nil, nil, bad("entry kind %q", kind)
+			return 0, nil, nil, 0, bad("entry kind %q", kind)
 		}
 	}
 	if _, err := r.ReadByte(); err != io.EOF {
-		return 0, nil, nil, bad("bytes after the end")
+		return 0, nil, nil, 0, bad("bytes after the end")
 	}
 	var sum [4]byte
 	if _, err := f.ReadAt(sum[:], st.Size()-4); err != nil {
-		return 0, nil, nil, bad("checksum: %v", err)
+		return 0, nil, nil, 0, bad("checksum: %v", err)
 	}
 	if binary.BigEndian.Uint32(sum[:]) != crc.Sum32() {
-		return 0, nil, nil, bad("checksum mismatch")
+		return 0, nil, nil, 0, bad("checksum mismatch")
 	}
-	return index, t, dd, nil
+	return index, t, dd, inodes, nil
 }

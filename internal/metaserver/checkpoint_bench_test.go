@@ -30,7 +30,7 @@ func BenchmarkCheckpointLoad(b *testing.B) {
 	b.ResetTimer()
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // as recover does
 	for i := 0; i < b.N; i++ {
-		if _, got, _, err := readCheckpoint(checkpointPath(dir, 7)); err != nil || got.Len() != t.Len() {
+		if _, got, _, _, err := readCheckpoint(checkpointPath(dir, 7)); err != nil || got.Len() != t.Len() {
 			b.Fatalf("loaded %v pairs, %v", got, err)
 		}
 	}

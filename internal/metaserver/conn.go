@@ -417,6 +417,7 @@ func (c *conn) snapshot(id uint64) (*tree, uint64, bool) {
 // Stats are the server's figures, as OpStats returns them.
 type Stats struct {
 	Keys            int
+	Inodes          int64
 	Index           uint64
 	CheckpointIndex uint64
 	CheckpointBytes int64
@@ -425,9 +426,9 @@ type Stats struct {
 	// accounting; SysBytes what the process got from the system.
 	HeapBytes uint64
 	SysBytes  uint64
-	// HeapBytesPerKey is HeapBytes over Keys.
-	HeapBytesPerKey float64
-	Dir             string
+	// HeapBytesPerInode is HeapBytes over Inodes: what a file costs.
+	HeapBytesPerInode float64
+	Dir               string
 }
 
 // Stats returns the server's figures now.
@@ -436,14 +437,15 @@ func (s *Server) Stats() Stats {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return Stats{
-		Keys:            p.tree.Len(),
-		Index:           p.index,
-		CheckpointIndex: s.cpIndex.Load(),
-		CheckpointBytes: s.cpSize.Load(),
-		Snapshots:       s.snaps.len(),
-		HeapBytes:       ms.HeapAlloc,
-		SysBytes:        ms.Sys,
-		HeapBytesPerKey: float64(ms.HeapAlloc) / float64(max(p.tree.Len(), 1)),
-		Dir:             s.opts.Dir,
+		Keys:              p.tree.Len(),
+		Index:             p.index,
+		CheckpointIndex:   s.cpIndex.Load(),
+		CheckpointBytes:   s.cpSize.Load(),
+		Snapshots:         s.snaps.len(),
+		HeapBytes:         ms.HeapAlloc,
+		SysBytes:          ms.Sys,
+		Inodes:            p.inodes,
+		HeapBytesPerInode: float64(ms.HeapAlloc) / float64(max(p.inodes, 1)),
+		Dir:               s.opts.Dir,
 	}
 }

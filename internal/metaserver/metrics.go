@@ -1,6 +1,9 @@
 package metaserver
 
 import (
+	"math"
+	rtmetrics "runtime/metrics"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +24,8 @@ type metrics struct {
 	conflicts       prometheus.Counter
 	retried         prometheus.Counter
 	keys            prometheus.Gauge
+	inodes          prometheus.Gauge
+	inodesNow       atomic.Int64
 	index           prometheus.Gauge
 	conns           prometheus.Gauge
 }
@@ -46,12 +51,27 @@ func newMetrics() *metrics {
 		conflicts:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_conflicts_total", Help: "Commits refused because what they read changed."}),
 		retried:         prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_retried_commits_total", Help: "Commits received again after they were applied (answered, not applied twice)."}),
 		keys:            prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_keys", Help: "Records held."}),
+		inodes:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_inodes", Help: "Inodes held (files, directories and the rest)."}),
 		index:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_log_index", Help: "Index of the last durable log record."}),
 		conns:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_connections", Help: "Open client connections."}),
 	}
-	m.reg.MustRegister(m.ops, m.fsync, m.batch, m.logBytes, m.checkpointBytes, m.checkpoints, m.conflicts, m.retried, m.keys, m.index, m.conns,
+	perInode := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_metaserver_heap_bytes_per_inode",
+		Help: "Go heap in live and not yet collected objects, over the inodes held: the memory a file costs.",
+	}, func() float64 {
+		sample := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		rtmetrics.Read(sample)
+		return float64(sample[0].Value.Uint64()) / math.Max(1, float64(m.inodesNow.Load()))
+	})
+	m.reg.MustRegister(m.ops, m.fsync, m.batch, m.logBytes, m.checkpointBytes, m.checkpoints, m.conflicts, m.retried, m.keys, m.inodes, perInode, m.index, m.conns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// setInodes sets the inode gauge and what the per-inode gauge divides by.
+func (m *metrics) setInodes(n int64) {
+	m.inodes.Set(float64(n))
+	m.inodesNow.Store(n)
 }
 
 func (m *metrics) observe(op string, start time.Time) {

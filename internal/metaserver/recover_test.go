@@ -297,3 +297,27 @@ func TestDedupe(t *testing.T) {
 		t.Fatalf("retry after restart: status %d, index %d", st, s.Stats().Index)
 	}
 }
+
+func TestInodeCount(t *testing.T) {
+	node := func(ino byte) string { return "A\x00\x00\x00\x00\x00\x00\x00" + string([]byte{ino}) + "I" }
+	dir := t.TempDir()
+	s := open(t, dir, 1<<30)
+	commit(t, s, set(node(1), "n"), set(node(2), "n"), set(node(3), "n"), set("A\x00\x00\x00\x00\x00\x00\x00\x01Dname", "e"))
+	commit(t, s, set(node(2), "changed"), del(node(3)), del(node(9)))
+	if n := s.Stats().Inodes; n != 2 {
+		t.Fatalf("%d inodes after 3 created, 1 rewritten, 1 deleted, 1 missing deleted; want 2", n)
+	}
+	crash(s) // replay counts them again
+	s = open(t, dir, 1<<30)
+	if n := s.Stats().Inodes; n != 2 {
+		t.Fatalf("%d inodes after replay, want 2", n)
+	}
+	if err := s.Close(); err != nil { // a checkpoint counts them too
+		t.Fatal(err)
+	}
+	s = open(t, dir, 1<<30)
+	defer s.Close()
+	if n := s.Stats().Inodes; n != 2 {
+		t.Fatalf("%d inodes after a checkpoint, want 2", n)
+	}
+}

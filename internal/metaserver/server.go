@@ -48,6 +48,7 @@ type Server struct {
 	// Owned by the apply loop.
 	tree   *tree
 	index  uint64 // last record applied
+	inodes int64  // node records in tree
 	dd     *dedupe
 	logged int64 // log bytes since the last checkpoint
 
@@ -82,8 +83,9 @@ type closer interface{ Close() error }
 
 // published is what readers see: the state as of a durable index.
 type published struct {
-	tree  *tree
-	index uint64
+	tree   *tree
+	index  uint64
+	inodes int64
 }
 
 // commitReq is one commit handed to the apply loop.
@@ -97,12 +99,13 @@ type commitReq struct {
 // batch is what the apply loop hands the syncer: records to make
 // durable, then replies to send and a state to publish.
 type batch struct {
-	buf   []byte
-	reqs  []*commitReq
-	tree  *tree // clone after the batch; nil when nothing was applied
-	index uint64
-	cp    *checkpointJob
-	stop  bool
+	buf    []byte
+	reqs   []*commitReq
+	tree   *tree // clone after the batch; nil when nothing was applied
+	index  uint64
+	inodes int64
+	cp     *checkpointJob
+	stop   bool
 
 	wantCP bool       // seal adds a checkpoint job
 	cpDone chan error // told when the checkpoint asked for is written
@@ -166,7 +169,8 @@ func Open(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.seg = seg
-	s.pub.Store(&published{tree: s.tree.Clone(), index: s.index})
+	s.pub.Store(&published{tree: s.tree.Clone(), index: s.index, inodes: s.inodes})
+	s.m.setInodes(s.inodes)
 	s.m.keys.Set(float64(s.tree.Len()))
 	// Decoding the checkpoint and the log left garbage as large as the
 	// state; give it back before serving.
@@ -193,14 +197,14 @@ func (s *Server) recover() error {
 		newest := cps[len(cps)-1]
 		path := checkpointPath(dir, newest)
 		start := time.Now()
-		index, t, dd, err := readCheckpoint(path)
+		index, t, dd, inodes, err := readCheckpoint(path)
 		if err != nil {
 			return fmt.Errorf("load checkpoint: %w; refusing to start: restore the data directory from a copy, or move this checkpoint aside only if the log still holds every record after the previous one", err)
 		}
 		if index != newest {
 			return fmt.Errorf("load checkpoint: %w: %s holds index %d", errBadCheckpoint, path, index)
 		}
-		s.tree, s.dd, s.index = t, dd, index
+		s.tree, s.dd, s.index, s.inodes = t, dd, index, inodes
 		s.cpIndex.Store(index)
 		if st, err := os.Stat(path); err == nil {
 			s.cpSize.Store(st.Size())
@@ -227,7 +231,7 @@ func (s *Server) recover() error {
 			if r.Index != s.index+1 {
 				return fmt.Errorf("log %s: record %d follows %d: records are missing", path, r.Index, s.index)
 			}
-			applyWrites(s.tree, r.Writes, r.Index)
+			s.inodes += applyWrites(s.tree, r.Writes, r.Index)
 			s.dd.add(txnKey{r.Client, r.Txn}, r.Index)
 			s.index = r.Index
 			replayed++
@@ -316,6 +320,7 @@ func (s *Server) seal(b *batch) {
 	if len(b.buf) > 0 {
 		b.tree = s.tree.Clone()
 		b.index = s.index
+		b.inodes = s.inodes
 		s.logged += int64(len(b.buf))
 		if s.logged >= s.opts.CheckpointBytes && !b.wantCP && !b.stop && s.cpRunning.CompareAndSwap(false, true) {
 			b.wantCP = true
@@ -360,7 +365,7 @@ func (s *Server) apply(req *commitReq, b *batch) {
 		return
 	}
 	s.index++
-	applyWrites(s.tree, c.Writes, s.index)
+	s.inodes += applyWrites(s.tree, c.Writes, s.index)
 	s.dd.add(key, s.index)
 	b.buf = appendRecord(b.buf, &record{Index: s.index, Client: c.Client, Txn: c.Txn, Writes: c.Writes})
 	b.reqs = append(b.reqs, req)
@@ -389,7 +394,8 @@ func (s *Server) syncer() {
 			}
 		} else {
 			if b.tree != nil {
-				s.pub.Store(&published{tree: b.tree, index: b.index})
+				s.pub.Store(&published{tree: b.tree, index: b.index, inodes: b.inodes})
+				s.m.setInodes(b.inodes)
 				s.m.keys.Set(float64(b.tree.Len()))
 				s.m.index.Set(float64(b.index))
 			}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/btree"
 
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+
 	"github.com/sluicefs/sluice/internal/metaserver/wire"
 )
 
@@ -119,15 +121,20 @@ type dedupeEntry struct {
 	index uint64
 }
 
-// applyWrites applies ws to t as written by record index.
-func applyWrites(t *tree, ws []wire.Write, index uint64) {
+// applyWrites applies ws to t as written by record index, and returns
+// how many inodes (node records) that added, less those it removed.
+func applyWrites(t *tree, ws []wire.Write, index uint64) (inodes int64) {
 	for _, w := range ws {
+		node := kvstore.IsNodeKey(w.Key)
 		if w.Delete {
-			t.Delete(probe(w.Key))
-		} else {
-			t.ReplaceOrInsert(newItem(w.Key, w.Value, index, nil))
+			if _, found := t.Delete(probe(w.Key)); found && node {
+				inodes--
+			}
+		} else if _, replaced := t.ReplaceOrInsert(newItem(w.Key, w.Value, index, nil)); !replaced && node {
+			inodes++
 		}
 	}
+	return inodes
 }
 
 // changed tells whether what a transaction read in snap (keys and

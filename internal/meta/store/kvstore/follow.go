@@ -53,3 +53,10 @@ type Follower interface {
 	// transaction.
 	GetFollow(keys [][]byte, follow []bool, rule FollowRule) (vals, next [][]byte, err error)
 }
+
+// IsNodeKey reports whether key is the node record of an inode ("A" ino
+// "I"), so that a server holding the pairs can count inodes without
+// knowing the rest of the layout.
+func IsNodeKey(key []byte) bool {
+	return len(key) == 10 && key[0] == 'A' && key[9] == 'I'
+}
