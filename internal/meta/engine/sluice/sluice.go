@@ -10,8 +10,9 @@
 // the URL's timeout allows (default 60s): reads are idempotent, and a
 // commit carries this client's id and a transaction number, so the
 // server answers a commit it already applied instead of applying it
-// twice. A transaction whose snapshot is gone (the server restarted)
-// starts again.
+// twice. An update whose snapshot is gone (the server restarted) starts
+// again; a read-only View fails instead, since what it read before may
+// already be in its caller's hands.
 package sluice
 
 import (
@@ -231,21 +232,19 @@ func (d *DB) Update(ctx context.Context, fn func(kvstore.Txn) error) error {
 	return replyError(f)
 }
 
-// View runs fn in a read-only transaction over one snapshot; when the
-// server lost the snapshot (it restarted), fn runs again on a new one.
+// View runs fn in a read-only transaction over one snapshot. When the
+// server lost the snapshot between two of fn's reads (it restarted), the
+// View fails: fn may have kept what it read before, so it is not run
+// again. (A View's first read never finds its snapshot gone: it takes
+// one.)
 func (d *DB) View(ctx context.Context, fn func(kvstore.Txn) error) error {
-	for attempt := 0; ; attempt++ {
-		t := &txn{ctx: ctx, db: d, readOnly: true}
-		err := fn(t)
-		d.release(t.snap)
-		if err == nil {
-			err = t.err
-		}
-		if errors.Is(err, errNoSnapshot) && attempt < 5 {
-			continue
-		}
-		return err
+	t := &txn{ctx: ctx, db: d, readOnly: true}
+	err := fn(t)
+	d.release(t.snap)
+	if err == nil {
+		err = t.err
 	}
+	return err
 }
 
 var _ store.Reporter = (*DB)(nil)
