@@ -97,6 +97,11 @@ func (c *conn) isBroken() bool {
 // call sends one request and waits for its reply. extra frames (snapshot
 // releases, which get no reply) go out in the same write.
 func (c *conn) call(ctx context.Context, op byte, extra []byte, fill func(*wire.Buf)) (wire.Frame, error) {
+	// A request of a cancelled caller is not sent: once sent, a commit
+	// may be applied whether or not its caller still waits.
+	if err := ctx.Err(); err != nil {
+		return wire.Frame{}, err
+	}
 	ch := make(chan wire.Frame, 1)
 	c.mu.Lock()
 	if c.broken {
@@ -134,6 +139,13 @@ func (c *conn) call(ctx context.Context, op byte, extra []byte, fill func(*wire.
 		c.mu.Lock()
 		delete(c.pending, id)
 		c.mu.Unlock()
+		select {
+		case f, ok := <-ch: // the reply came as the caller gave up
+			if ok {
+				return f, nil
+			}
+		default:
+		}
 		return wire.Frame{}, ctx.Err()
 	}
 }
