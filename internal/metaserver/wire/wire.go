@@ -13,6 +13,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -135,12 +136,27 @@ func ReadFrame(r *bufio.Reader) (Frame, error) {
 	if n > MaxFrame {
 		return Frame{}, fmt.Errorf("frame of %d bytes exceeds %d: %w", n, MaxFrame, ErrFrame)
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	var buf []byte
+	if n <= 1<<20 {
+		buf = make([]byte, n)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return Frame{}, err
 		}
-		return Frame{}, err
+	} else {
+		// A large frame's memory is taken as its bytes arrive, so that a
+		// peer announcing lengths it does not send costs little.
+		var b bytes.Buffer
+		got, err := b.ReadFrom(io.LimitReader(r, int64(n)))
+		if err != nil {
+			return Frame{}, err
+		}
+		if got != int64(n) {
+			return Frame{}, io.ErrUnexpectedEOF
+		}
+		buf = b.Bytes()
 	}
 	return Frame{ID: binary.BigEndian.Uint64(buf), Kind: buf[8], Body: buf[9:]}, nil
 }

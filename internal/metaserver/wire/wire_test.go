@@ -95,3 +95,22 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+func TestLargeFrame(t *testing.T) {
+	b := NewFrame(9, OpCommit)
+	big := bytes.Repeat([]byte("v"), 3<<20)
+	(&Commit{Client: 1, Txn: 1, Writes: []Write{{Key: []byte("k"), Value: big}}}).Encode(b)
+	frame := b.Finish()
+	f, err := ReadFrame(bufio.NewReader(bytes.NewReader(frame)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := DecodeCommit(f.Body)
+	if err != nil || !bytes.Equal(c.Writes[0].Value, big) {
+		t.Fatalf("3 MiB commit: %v", err)
+	}
+	// Announced but not sent: an error, not a wait or a large allocation.
+	if _, err := ReadFrame(bufio.NewReader(bytes.NewReader(frame[:len(frame)/2]))); err == nil {
+		t.Fatal("half a large frame read without error")
+	}
+}
