@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"sort"
 	"sync"
 	"syscall"
@@ -51,7 +52,7 @@ func serveChild(v string) {
 	}
 	go srv.Serve(l)
 	done := make(chan os.Signal, 1)
-	signalNotify(done)
+	signal.Notify(done, syscall.SIGTERM, syscall.SIGINT)
 	<-done
 	if err := srv.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -115,9 +116,6 @@ func freeAddr(t *testing.T) string {
 // checks after each start that every acknowledged change is there, no
 // other, and that the volume checks clean.
 func TestKilledInALoop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills a server process in a loop")
-	}
 	ctx := context.Background()
 	dir, addr := t.TempDir(), freeAddr(t)
 	srv := startChild(t, dir, addr)

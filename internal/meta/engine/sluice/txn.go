@@ -81,12 +81,7 @@ func (t *txn) GetMany(keys [][]byte) ([][]byte, error) {
 		return nil, errors.New("metadata server: wrong number of values")
 	}
 	for _, i := range at {
-		if r.Byte() == 1 {
-			out[i] = r.Bytes()
-			if out[i] == nil {
-				out[i] = []byte{}
-			}
-		}
+		out[i] = readValue(r)
 	}
 	if err := r.Done(); err != nil {
 		return nil, err
@@ -97,6 +92,18 @@ func (t *txn) GetMany(keys [][]byte) ([][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// readValue reads a value as the server writes it (byte present, then
+// bytes): nil when absent, empty but not nil when present and empty.
+func readValue(r *wire.Reader) []byte {
+	if r.Byte() != 1 {
+		return nil
+	}
+	if v := r.Bytes(); v != nil {
+		return v
+	}
+	return []byte{}
 }
 
 // GetFollow reads keys and the keys their values name in one request
@@ -138,21 +145,11 @@ func (t *txn) GetFollow(keys [][]byte, follow []bool, rule kvstore.FollowRule) (
 	if n := r.Count(1); n != len(keys) && r.Err() == nil {
 		return nil, nil, errors.New("metadata server: wrong number of values")
 	}
-	value := func() []byte {
-		if r.Byte() != 1 {
-			return nil
-		}
-		v := r.Bytes()
-		if v == nil {
-			v = []byte{}
-		}
-		return v
-	}
 	vals, next = make([][]byte, len(keys)), make([][]byte, len(keys))
 	for i := range keys {
-		vals[i] = value()
+		vals[i] = readValue(r)
 		if follow[i] {
-			next[i] = value()
+			next[i] = readValue(r)
 		}
 	}
 	if err := r.Done(); err != nil {
