@@ -2,9 +2,11 @@ package metatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/meta"
@@ -17,7 +19,10 @@ import (
 // entries. An engine's test file runs it from a Benchmark function; results
 // are per operation (ns/op), or per listed entry for the listings.
 func Bench(b *testing.B, newStore func(tb testing.TB) store.Store) {
-	ctx := context.Background()
+	// A context that can be cancelled, as a mount's requests have: some
+	// drivers watch such a context on a goroutine per statement.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	setup := func(b *testing.B) (*meta.Client, meta.Ino) {
 		b.Helper()
 		st := newStore(b)
@@ -56,6 +61,32 @@ func Bench(b *testing.B, newStore func(tb testing.TB) store.Store) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			if _, err := c.Lookup(ctx, dir, fmt.Appendf(nil, "f%07d", i%files)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// A name that is not there: what the kernel asks before every create.
+	b.Run("LookupMissing", func(b *testing.B) {
+		c, dir := setup(b)
+		create(b, c, dir, files)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := c.Lookup(ctx, dir, fmt.Appendf(nil, "g%07d", i)); !errors.Is(err, syscall.ENOENT) {
+				b.Fatalf("lookup of a missing name: %v", err)
+			}
+		}
+	})
+	// utime(2) of a closed file: one write transaction.
+	b.Run("SetAttr", func(b *testing.B) {
+		c, dir := setup(b)
+		f, err := c.Mknod(ctx, dir, []byte("f"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			in := meta.Attr{Atime: int64(i), Mtime: int64(i)}
+			if _, err := c.SetAttr(ctx, f.Ino, meta.SetAtime|meta.SetMtime, &in); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -373,13 +373,23 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 }
 
 func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) error {
-	if !write && !s.d.Embedded {
+	if s.d.Embedded {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// An embedded statement cannot hang on a network, and its lock
+		// waits end with the busy timeout. With a context that can be
+		// cancelled, the driver runs every statement on a goroutine of
+		// its own to watch it, and database/sql one per result set: two
+		// thread wake-ups per statement, which cost more than the
+		// statement (see docs/benchmarks.md). The caller's deadline is
+		// checked between transactions, as above.
+		ctx = context.WithoutCancel(ctx)
+	}
+	if !write {
 		return s.view(ctx, fn)
 	}
-	pool, opts := s.reader, s.d.ReadTx
-	if write {
-		pool, opts = s.writer, s.d.WriteTx
-	}
+	pool, opts := s.writer, s.d.WriteTx
 	if s.d.Embedded {
 		s.preparePending(ctx, write)
 	}
@@ -389,13 +399,18 @@ func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) er
 	})
 }
 
-// view runs fn as a read transaction on a server that begins only when fn
-// runs a second statement: a lookup or a getattr is one statement, and
-// one round trip rather than three with BEGIN and ROLLBACK. Its first
+// view runs fn as a read transaction that begins only when fn runs a
+// second statement: a lookup or a getattr is one statement, and one round
+// trip rather than three with BEGIN and ROLLBACK. Embedded, where there
+// is no round trip, the BEGIN and ROLLBACK still cost more than the
+// statement (a getattr took 39 µs in a transaction on SQLite). Its first
 // statement then reads at an earlier point than the rest, which the core
 // allows (a View promises each read is current when made, as the
 // key-value engines give it, not one snapshot across reads).
 func (s *Store) view(ctx context.Context, fn func(store.Tx) error) error {
+	if s.d.Embedded {
+		s.preparePending(ctx, false)
+	}
 	t := &tx{ctx: ctx, s: s, lazy: true}
 	err := failed(fn(t), t.err)
 	if t.tx == nil {
