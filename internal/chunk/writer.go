@@ -287,66 +287,101 @@ func (w *FileWriter) startUploads(ctx context.Context, sl *wslice, upto int) err
 		sl.uploads.Add(1)
 		go func() {
 			defer sl.uploads.Done()
-			ctx := w.bg
-			if w.s.defersSync(len(data)) {
-				ctx = object.DeferSync(ctx)
-			}
-			if err := w.s.putBlock(ctx, sl.id, i, data); err != nil {
-				sl.errMu.Lock()
-				sl.err = errors.Join(sl.err, err)
-				sl.errMu.Unlock()
-			}
+			w.upload(sl, i, data)
 		}()
 	}
 	return nil
 }
 
+// upload stores block i of sl, recording a failure in sl.err.
+func (w *FileWriter) upload(sl *wslice, i int, data []byte) {
+	ctx := w.bg
+	if w.s.defersSync(len(data)) {
+		ctx = object.DeferSync(ctx)
+	}
+	if err := w.s.putBlock(ctx, sl.id, i, data); err != nil {
+		sl.errMu.Lock()
+		sl.err = errors.Join(sl.err, err)
+		sl.errMu.Unlock()
+	}
+}
+
 // finishLocked freezes sl and uploads and commits it in the background.
 func (w *FileWriter) finishLocked(sl *wslice) {
+	if finish := w.freezeLocked(sl, false); finish != nil {
+		go finish()
+	}
+}
+
+// freezeLocked freezes sl, starts uploading its blocks and returns the
+// rest of its work (wait for the uploads, commit, release), to be run
+// once; nil when sl was frozen already. With inline, the upload of its
+// last block is left to that work too, so that a caller running it
+// itself (a small file's close) stores and commits its only block with
+// no hand-off to another goroutine: each costs a thread wake-up.
+func (w *FileWriter) freezeLocked(sl *wslice, inline bool) func() {
 	if sl.frozen {
-		return
+		return nil
 	}
 	sl.frozen = true
-	err := w.startUploads(w.bg, sl, len(sl.blocks))
-	go func() {
-		sl.uploads.Wait()
-		w.waitPrev(sl)
-		if err == nil {
-			sl.errMu.Lock()
-			err = sl.err
-			sl.errMu.Unlock()
+	upto := len(sl.blocks)
+	if inline && upto > sl.started {
+		upto--
+	}
+	err := w.startUploads(w.bg, sl, upto)
+	last := -1
+	if err == nil && sl.started < len(sl.blocks) {
+		last = sl.started
+		sl.started++
+	}
+	return func() {
+		if last >= 0 {
+			w.upload(sl, last, sl.blocks[last])
 		}
-		if err == nil {
-			unsynced := w.s.defersSync(int(sl.length)) // its short last block did
-			_, err = w.c.Commit(w.bg, w.ino, sl.idx, meta.Slice{Pos: sl.pos, Id: sl.id, Size: sl.length, Len: sl.length}, unsynced)
-			if err != nil {
-				err = fmt.Errorf("commit slice %d of inode %d: %w", sl.id, w.ino, err)
-			} else if unsynced {
-				w.s.syncs.add(meta.UnsyncedSlice{Id: sl.id, Size: sl.length, Ino: w.ino, Idx: sl.idx})
-			}
+		w.finish(sl, err)
+	}
+}
+
+// finish waits for the uploads of frozen slice sl, commits it after the
+// slices before it (err, when not nil, fails it instead) and releases it.
+func (w *FileWriter) finish(sl *wslice, err error) {
+	sl.uploads.Wait()
+	w.waitPrev(sl)
+	if err == nil {
+		sl.errMu.Lock()
+		err = sl.err
+		sl.errMu.Unlock()
+	}
+	if err == nil {
+		unsynced := w.s.defersSync(int(sl.length)) // its short last block did
+		_, err = w.c.Commit(w.bg, w.ino, sl.idx, meta.Slice{Pos: sl.pos, Id: sl.id, Size: sl.length, Len: sl.length}, unsynced)
+		if err != nil {
+			err = fmt.Errorf("commit slice %d of inode %d: %w", sl.id, w.ino, err)
+		} else if unsynced {
+			w.s.syncs.add(meta.UnsyncedSlice{Id: sl.id, Size: sl.length, Ino: w.ino, Idx: sl.idx})
 		}
-		w.mu.Lock()
-		if err != nil && w.mu.err == nil {
-			w.mu.err = err
+	}
+	w.mu.Lock()
+	if err != nil && w.mu.err == nil {
+		w.mu.err = err
+	}
+	list := w.mu.chunks[sl.idx]
+	for i, x := range list {
+		if x == sl {
+			list = append(list[:i:i], list[i+1:]...)
+			break
 		}
-		list := w.mu.chunks[sl.idx]
-		for i, x := range list {
-			if x == sl {
-				list = append(list[:i:i], list[i+1:]...)
-				break
-			}
-		}
-		if len(list) == 0 {
-			delete(w.mu.chunks, sl.idx)
-		} else {
-			w.mu.chunks[sl.idx] = list
-		}
-		w.mu.commits++
-		w.mu.Unlock()
-		w.s.buffers.release(sl.held)
-		w.recycle(sl)
-		close(sl.done)
-	}()
+	}
+	if len(list) == 0 {
+		delete(w.mu.chunks, sl.idx)
+	} else {
+		w.mu.chunks[sl.idx] = list
+	}
+	w.mu.commits++
+	w.mu.Unlock()
+	w.s.buffers.release(sl.held)
+	w.recycle(sl)
+	close(sl.done)
 }
 
 // waitPrev waits until the slices written before sl in its chunk are
@@ -388,8 +423,27 @@ func (w *FileWriter) finishAllLocked() []chan struct{} {
 // first failure since the writer was created.
 func (w *FileWriter) Flush(ctx context.Context) error {
 	w.mu.Lock()
+	// One slice left to freeze (a small file, or a big one's tail while
+	// the rest uploads): this goroutine finishes it itself.
+	var only *wslice
+	open := 0
+	for _, list := range w.mu.chunks {
+		for _, sl := range list {
+			if !sl.frozen {
+				only = sl
+				open++
+			}
+		}
+	}
+	var finish func()
+	if open == 1 {
+		finish = w.freezeLocked(only, true)
+	}
 	waits := w.finishAllLocked()
 	w.mu.Unlock()
+	if finish != nil {
+		finish()
+	}
 	for _, ch := range waits {
 		select {
 		case <-ch:

@@ -164,7 +164,16 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 
 // put writes r to a temporary file next to p and renames it over p. On any
 // failure it removes the temporary file.
+//
+// A Put whose sync is deferred (object.DeferSync: a block of a slice not
+// committed yet, see Sync) writes p in place instead: nothing reads the
+// key before its Put returns, and a crash can leave p short either way,
+// which whoever restores the volume after the crash checks. That saves a
+// small file's block a rename and a temporary name.
 func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
+	if object.SyncDeferred(ctx) {
+		return s.putInPlace(ctx, p, r)
+	}
 	f, err := createTemp(p)
 	if err != nil {
 		return err
@@ -232,6 +241,48 @@ func (s *Store) Sync(ctx context.Context) error {
 // createTemp creates the temporary file for target p, making parent
 // directories. It retries because a concurrent Delete may remove a parent
 // directory that has just become empty.
+// putInPlace writes r to p, creating it and its parent directories, for a
+// deferred sync (see put). On any failure it removes p.
+func (s *Store) putInPlace(ctx context.Context, p string, r io.Reader) (err error) {
+	var f *os.File
+	for range 3 {
+		f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err = os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	closed := false
+	defer func() {
+		if err != nil {
+			if !closed {
+				f.Close()
+			}
+			os.Remove(p)
+		}
+	}()
+	if err := f.Chmod(0o644); err != nil { // whatever the umask
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		return err
+	}
+	closed = true
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.deferred.Add(1)
+	return nil
+}
+
 func createTemp(p string) (*os.File, error) {
 	dir, base := filepath.Split(p)
 	var err error
