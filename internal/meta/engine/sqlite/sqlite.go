@@ -34,6 +34,7 @@ var dialect = sqlstore.Dialect{
 	Concat:       "CAST(%s || %s AS BLOB)",
 	ValuesIn:     true,
 	Embedded:     true,
+	BeginWrite:   "BEGIN IMMEDIATE",
 	Analyze:      "ANALYZE %s",
 }
 
@@ -93,7 +94,7 @@ func pools(path string, create bool) (writer, reader *sql.DB, err error) {
 		writer.Close()
 		return nil, nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	writer.SetMaxOpenConns(4)
+	writer.SetMaxOpenConns(sqlstore.WriteConns + 2) // see WriteConns
 	reader.SetMaxOpenConns(8)
 	return writer, reader, nil
 }

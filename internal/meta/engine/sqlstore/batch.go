@@ -391,11 +391,15 @@ func (t *tx) execOnce(q string, args ...any) {
 	if t.err != nil {
 		return
 	}
-	if !t.write || t.tx == nil {
+	if !t.write || t.tx == nil && t.conn == nil {
 		t.exec(q, args...) // fails the same way
 		return
 	}
-	if _, err := t.tx.ExecContext(t.ctx, t.s.rewrite(q, false), args...); err != nil {
+	var c conn = t.tx
+	if t.conn != nil {
+		c = t.conn.c
+	}
+	if _, err := c.ExecContext(t.ctx, t.s.rewrite(q, false), args...); err != nil {
 		t.fail(err)
 	}
 }

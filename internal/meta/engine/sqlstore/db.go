@@ -25,7 +25,9 @@
 // the *sql.DB handles and describe their SQL in a Dialect.
 //
 // Transactions. Update runs fn in a write transaction begun with
-// Dialect.WriteTx on the writer pool, which the dialect makes serializable
+// Dialect.WriteTx on the writer pool (on an embedded database, with
+// Dialect.BeginWrite on a connection the store keeps; see connPool),
+// which the dialect makes serializable
 // for the rows and ranges fn reads: SQLite by BEGIN IMMEDIATE (one writer
 // at a time), PostgreSQL by SERIALIZABLE isolation, InnoDB by locking every
 // read (Dialect.LockReads; next-key locks cover scanned ranges). It is
@@ -98,6 +100,11 @@ type Dialect struct {
 	// server is asked in one joined query is asked as separate primary
 	// key lookups, which SQLite runs faster.
 	Embedded bool
+	// BeginWrite, for an embedded database, is the statement that begins
+	// a write transaction ("BEGIN IMMEDIATE"): writes then run on
+	// connections the store keeps (see connPool) rather than through
+	// database/sql transactions. "" keeps them on the pool.
+	BeginWrite string
 }
 
 // Config says what Open opens.
@@ -131,6 +138,9 @@ type Store struct {
 	upserts sync.Map // table → its upsert statement
 	// appendSlice appends a slice to a chunk's list inside the database.
 	appendSlice string
+	// conns runs the writes of an embedded database (Dialect.BeginWrite);
+	// nil otherwise.
+	conns *connPool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -148,6 +158,9 @@ func Open(ctx context.Context, c Config, create bool) (store.Store, error) {
 	}
 	s := &Store{name: c.Name, prefix: c.Prefix, writer: c.Writer, reader: c.Reader, d: c.Dialect,
 		appendSlice: "UPDATE @chunk SET slices = " + fmt.Sprintf(c.Dialect.Concat, "slices", "?") + " WHERE ino = ? AND idx = ?"}
+	if c.Dialect.Embedded && c.Dialect.BeginWrite != "" {
+		s.conns = newConnPool(c.Writer)
+	}
 	st, err := s.open(ctx, c, create)
 	if err != nil {
 		s.Close()
@@ -349,6 +362,9 @@ func (s *Store) Name() string { return s.name }
 
 // Close closes the prepared statements and the pools.
 func (s *Store) Close() error {
+	if s.conns != nil {
+		s.conns.close()
+	}
 	for i := range s.prepared {
 		s.prepared[i].Range(func(_, v any) bool {
 			v.(*sql.Stmt).Close()
@@ -388,6 +404,9 @@ func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) er
 	}
 	if !write {
 		return s.view(ctx, fn)
+	}
+	if s.conns != nil {
+		return s.runConn(ctx, fn)
 	}
 	pool, opts := s.writer, s.d.WriteTx
 	if s.d.Embedded {

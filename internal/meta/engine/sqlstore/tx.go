@@ -28,6 +28,7 @@ type tx struct {
 	ctx   context.Context
 	s     *Store
 	tx    *sql.Tx
+	conn  *ownConn // instead of tx: a write on an embedded database's own connection
 	write bool
 	err   error // first failed statement, described; voids the transaction
 	// lazy says that no statement has run yet and none is to begin a
@@ -81,6 +82,9 @@ func (s text) ExecContext(ctx context.Context, args ...any) (sql.Result, error) 
 // statement of a lazy read transaction runs alone; the second begins the
 // transaction.
 func (t *tx) statement(q string, read bool) (statement, error) {
+	if t.conn != nil {
+		return t.conn.statement(t.ctx, q, t.s.sql(q, read)), nil
+	}
 	if t.tx == nil {
 		if t.lazy {
 			t.lazy = false
