@@ -13,7 +13,8 @@
 #   SRC          a directory to archive (default: the Go toolchain's source tree, $(go env GOROOT)/src,
 #                about 11,000 files and 160 MB); or ARCHIVE, a tar file to unpack as it is
 #   ROUNDS       rounds (default 2)
-#   CALLS        per-call loop iterations for smallcalls.py (default 2000; 0 skips it)
+#   CALLS        per-call loop iterations for smallcalls.py (default 2000; 0 skips it); the loops run
+#                CALL_ROUNDS times per system (default 2), alternating, each once both mounts are idle
 #   ENGINE       sqlite (default) or redis (REDIS_URL, default redis://127.0.0.1:6379; databases 11 and 12
 #                are flushed and used)
 #   SLUICE / JUICEFS             binaries (default: built from ./cmd/sluice / scripts/build-juicefs.sh)
@@ -85,9 +86,26 @@ for r in $(seq 1 "$ROUNDS"); do
     step "$s" "$r" rm rm -rf "$m/$top" "$m/$top.copy"
   done
 done
+ticks() { # ticks PID...: CPU clock ticks the processes used so far
+  local t=0 p
+  for p in "$@"; do [ -n "$p" ] && t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  echo "$t"
+}
+quiet() { # wait (up to 120 s) until the mounts are idle: the trees' deletions run in the background
+  local i a b
+  for i in $(seq 120); do
+    a=$(ticks "${PID[@]}"); sleep 1; b=$(ticks "${PID[@]}")
+    [ $((b - a)) -le 2 ] && return
+  done
+  echo "smallfiles.sh: the mounts were still busy after 120 s" >&2
+}
 if [ "$CALLS" -gt 0 ]; then
-  for s in $SYSTEMS; do
-    python3 bench/smallcalls.py "$D/$s-mnt" "$CALLS" | sed "s/^RESULT /RESULT $s round=1 /" | tee -a "$D/res"
+  # The calls alternate between the systems, CALL_ROUNDS times, each on idle mounts.
+  for r in $(seq 1 "${CALL_ROUNDS:-2}"); do
+    for s in $SYSTEMS; do
+      quiet
+      python3 bench/smallcalls.py "$D/$s-mnt" "$CALLS" | sed "s/^RESULT /RESULT $s round=$r /" | tee -a "$D/res"
+    done
   done
 fi
 for s in $SYSTEMS; do
