@@ -326,13 +326,12 @@ func (w *FileWriter) freezeLocked(sl *wslice, inline bool) func() {
 	sl.frozen = true
 	upto := len(sl.blocks)
 	if inline && upto > sl.started {
-		upto--
+		upto-- // the last block: uploaded by the work returned
 	}
 	err := w.startUploads(w.bg, sl, upto)
 	last := -1
-	if err == nil && sl.started < len(sl.blocks) {
-		last = sl.started
-		sl.started++
+	if err == nil && upto < len(sl.blocks) {
+		last, sl.started = upto, len(sl.blocks)
 	}
 	return func() {
 		if last >= 0 {

@@ -163,7 +163,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 }
 
 // put writes r to a temporary file next to p and renames it over p. On any
-// failure it removes the temporary file.
+// failure it removes the file it wrote.
 //
 // A Put whose sync is deferred (object.DeferSync: a block of a slice not
 // committed yet, see Sync) writes p in place instead: nothing reads the
@@ -171,10 +171,17 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 // which whoever restores the volume after the crash checks. That saves a
 // small file's block a rename and a temporary name.
 func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
-	if object.SyncDeferred(ctx) {
-		return s.putInPlace(ctx, p, r)
+	deferred := object.SyncDeferred(ctx)
+	var f *os.File
+	if deferred {
+		f, err = create(p, func(string, string) (*os.File, error) {
+			return os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		})
+	} else {
+		f, err = create(p, func(dir, base string) (*os.File, error) {
+			return os.CreateTemp(dir, "."+base+".*.tmp")
+		})
 	}
-	f, err := createTemp(p)
 	if err != nil {
 		return err
 	}
@@ -184,13 +191,12 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if err := f.Chmod(0o644); err != nil {
+	if err := f.Chmod(0o644); err != nil { // whatever CreateTemp or the umask gave
 		return err
 	}
 	if _, err := io.Copy(f, r); err != nil {
 		return err
 	}
-	deferred := object.SyncDeferred(ctx)
 	if !deferred {
 		if err := f.Sync(); err != nil {
 			return err
@@ -202,13 +208,11 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), p); err != nil {
-		return err
-	}
 	if deferred {
 		s.deferred.Add(1)
+		return nil
 	}
-	return nil
+	return os.Rename(f.Name(), p)
 }
 
 // Sync makes every Put that returned before it durable, data and names,
@@ -238,52 +242,11 @@ func (s *Store) Sync(ctx context.Context) error {
 	}
 }
 
-// createTemp creates the temporary file for target p, making parent
-// directories. It retries because a concurrent Delete may remove a parent
-// directory that has just become empty.
-// putInPlace writes r to p, creating it and its parent directories, for a
-// deferred sync (see put). On any failure it removes p.
-func (s *Store) putInPlace(ctx context.Context, p string, r io.Reader) (err error) {
-	var f *os.File
-	for range 3 {
-		f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if !errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-		if err = os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-	}
-	if err != nil {
-		return err
-	}
-	closed := false
-	defer func() {
-		if err != nil {
-			if !closed {
-				f.Close()
-			}
-			os.Remove(p)
-		}
-	}()
-	if err := f.Chmod(0o644); err != nil { // whatever the umask
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		return err
-	}
-	closed = true
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.deferred.Add(1)
-	return nil
-}
-
-func createTemp(p string) (*os.File, error) {
+// create opens, with open, the file that a Put of target p writes (p
+// itself, or a temporary file next to it), making parent directories. It
+// retries because a concurrent Delete may remove a parent directory that
+// has just become empty.
+func create(p string, open func(dir, base string) (*os.File, error)) (*os.File, error) {
 	dir, base := filepath.Split(p)
 	var err error
 	for range 3 {
@@ -291,7 +254,7 @@ func createTemp(p string) (*os.File, error) {
 			return nil, err
 		}
 		var f *os.File
-		f, err = os.CreateTemp(dir, "."+base+".*.tmp")
+		f, err = open(dir, base)
 		if err == nil {
 			return f, nil
 		}

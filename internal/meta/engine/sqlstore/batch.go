@@ -391,13 +391,15 @@ func (t *tx) execOnce(q string, args ...any) {
 	if t.err != nil {
 		return
 	}
-	if !t.write || t.tx == nil && t.conn == nil {
+	var c conn
+	switch {
+	case !t.write:
 		t.exec(q, args...) // fails the same way
 		return
-	}
-	var c conn = t.tx
-	if t.conn != nil {
+	case t.conn != nil:
 		c = t.conn.c
+	default:
+		c = t.tx
 	}
 	if _, err := c.ExecContext(t.ctx, t.s.rewrite(q, false), args...); err != nil {
 		t.fail(err)

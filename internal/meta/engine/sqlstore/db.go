@@ -95,15 +95,14 @@ type Dialect struct {
 	// of one table, %s standing for its name ("" for none).
 	Analyze string
 	// Embedded says that the database runs in the process (SQLite), so a
-	// statement costs no round trip: statements are kept prepared on
-	// each connection rather than compiled at every call, and what a
-	// server is asked in one joined query is asked as separate primary
-	// key lookups, which SQLite runs faster.
+	// statement costs no round trip: statements are kept prepared rather
+	// than compiled at every call, writes run on connections the store
+	// keeps (see connPool), and what a server is asked in one joined
+	// query is asked as a UNION ALL of primary-key lookups (see
+	// tx.union).
 	Embedded bool
-	// BeginWrite, for an embedded database, is the statement that begins
-	// a write transaction ("BEGIN IMMEDIATE"): writes then run on
-	// connections the store keeps (see connPool) rather than through
-	// database/sql transactions. "" keeps them on the pool.
+	// BeginWrite is the statement that begins a write transaction on an
+	// embedded database ("BEGIN IMMEDIATE"); required with Embedded.
 	BeginWrite string
 }
 
@@ -129,17 +128,17 @@ type Store struct {
 	d              Dialect
 	// stmts maps SQL as written here to SQL for the database, without
 	// and with the dialect's locking clause (LockReads).
-	stmts    [2]sync.Map
-	prepared [2]sync.Map // per pool (reader, writer): SQL → *sql.Stmt
-	// pending holds, per pool, statements run as text because they were
-	// not prepared yet (SQL → lock): the next transaction on the pool
-	// prepares them before it begins (see preparedStmt).
-	pending [2]sync.Map
-	upserts sync.Map // table → its upsert statement
+	stmts [2]sync.Map
+	// prepared holds an embedded database's reads prepared on the reader
+	// pool (SQL → *sql.Stmt); pending, those run as text because they
+	// were not prepared yet, which the next read transaction prepares
+	// before it begins (see preparedStmt). Writes keep theirs on their
+	// connections (connPool).
+	prepared, pending sync.Map
+	upserts           sync.Map // table → its upsert statement
 	// appendSlice appends a slice to a chunk's list inside the database.
 	appendSlice string
-	// conns runs the writes of an embedded database (Dialect.BeginWrite);
-	// nil otherwise.
+	// conns runs the writes of an embedded database; nil otherwise.
 	conns *connPool
 }
 
@@ -158,7 +157,7 @@ func Open(ctx context.Context, c Config, create bool) (store.Store, error) {
 	}
 	s := &Store{name: c.Name, prefix: c.Prefix, writer: c.Writer, reader: c.Reader, d: c.Dialect,
 		appendSlice: "UPDATE @chunk SET slices = " + fmt.Sprintf(c.Dialect.Concat, "slices", "?") + " WHERE ino = ? AND idx = ?"}
-	if c.Dialect.Embedded && c.Dialect.BeginWrite != "" {
+	if c.Dialect.Embedded {
 		s.conns = newConnPool(c.Writer)
 	}
 	st, err := s.open(ctx, c, create)
@@ -266,50 +265,38 @@ func (s *Store) rewrite(q string, lock bool) string {
 	return b.String()
 }
 
-// preparedStmt returns q (as written here; see sql for lock) prepared on the
-// pool of write transactions or that of read ones, or nil when it is not
-// prepared yet. A statement is prepared once and kept until Close; on one
-// pool a statement is always asked for with the same lock, as only
-// SELECTs of write transactions lock.
+// preparedStmt returns the read q (as written here) prepared on the
+// reader pool, or nil when it is not prepared yet. A statement is
+// prepared once and kept until Close.
 //
-// A statement is never prepared inside a transaction: preparing on the
-// pool takes a second connection, and when the transaction holds SQLite's
-// write lock the pool's other connections may all be waiting for that
-// lock, so the transaction would wait for them until the busy timeout.
-// A statement that is not prepared yet runs as text on the transaction's
-// connection and is queued, and preparePending prepares it before the
-// next transaction on the pool begins.
-func (s *Store) preparedStmt(write bool, q string, lock bool) *sql.Stmt {
-	i := 0
-	if write {
-		i = 1
-	}
-	if v, ok := s.prepared[i].Load(q); ok {
+// A statement is never prepared inside a transaction, which would take a
+// second connection from the pool while the transaction holds one: a
+// statement that is not prepared yet runs as text and is queued, and
+// preparePending prepares it before the next read transaction begins.
+func (s *Store) preparedStmt(q string) *sql.Stmt {
+	if v, ok := s.prepared.Load(q); ok {
 		return v.(*sql.Stmt)
 	}
-	s.pending[i].Store(q, lock)
+	s.pending.Store(q, struct{}{})
 	return nil
 }
 
-// preparePending prepares the statements queued by preparedStmt on one pool,
-// outside any transaction. A statement that fails to prepare is dropped:
-// it fails again, with the error reported, when a transaction runs it.
-func (s *Store) preparePending(ctx context.Context, write bool) {
-	i, pool := 0, s.reader
-	if write {
-		i, pool = 1, s.writer
-	}
-	s.pending[i].Range(func(k, v any) bool {
+// preparePending prepares the statements queued by preparedStmt on the
+// reader pool, outside any transaction. A statement that fails to prepare
+// is dropped: it fails again, with the error reported, when a transaction
+// runs it.
+func (s *Store) preparePending(ctx context.Context) {
+	s.pending.Range(func(k, _ any) bool {
 		q := k.(string)
-		s.pending[i].Delete(q)
-		if _, ok := s.prepared[i].Load(q); ok {
+		s.pending.Delete(q)
+		if _, ok := s.prepared.Load(q); ok {
 			return true
 		}
-		st, err := pool.PrepareContext(ctx, s.sql(q, v.(bool)))
+		st, err := s.reader.PrepareContext(ctx, s.sql(q, false))
 		if err != nil {
 			return ctx.Err() == nil
 		}
-		if _, loaded := s.prepared[i].LoadOrStore(q, st); loaded {
+		if _, loaded := s.prepared.LoadOrStore(q, st); loaded {
 			st.Close()
 		}
 		return true
@@ -365,12 +352,10 @@ func (s *Store) Close() error {
 	if s.conns != nil {
 		s.conns.close()
 	}
-	for i := range s.prepared {
-		s.prepared[i].Range(func(_, v any) bool {
-			v.(*sql.Stmt).Close()
-			return true
-		})
-	}
+	s.prepared.Range(func(_, v any) bool {
+		v.(*sql.Stmt).Close()
+		return true
+	})
 	if s.reader == s.writer {
 		return s.writer.Close()
 	}
@@ -408,11 +393,7 @@ func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) er
 	if s.conns != nil {
 		return s.runConn(ctx, fn)
 	}
-	pool, opts := s.writer, s.d.WriteTx
-	if s.d.Embedded {
-		s.preparePending(ctx, write)
-	}
-	return s.d.run(ctx, pool, opts, write, func(sqlTx *sql.Tx) error {
+	return s.d.run(ctx, s.writer, s.d.WriteTx, write, func(sqlTx *sql.Tx) error {
 		t := &tx{ctx: ctx, s: s, tx: sqlTx, write: write}
 		return failed(fn(t), t.err)
 	})
@@ -428,7 +409,7 @@ func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) er
 // key-value engines give it, not one snapshot across reads).
 func (s *Store) view(ctx context.Context, fn func(store.Tx) error) error {
 	if s.d.Embedded {
-		s.preparePending(ctx, false)
+		s.preparePending(ctx)
 	}
 	t := &tx{ctx: ctx, s: s, lazy: true}
 	err := failed(fn(t), t.err)

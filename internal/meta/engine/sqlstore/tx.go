@@ -75,12 +75,11 @@ func (s text) ExecContext(ctx context.Context, args ...any) (sql.Result, error) 
 }
 
 // statement returns q, as written here, ready to run in the transaction:
-// prepared once per pool when the database is embedded (compiling a
-// statement costs SQLite more than running it; see Store.preparedStmt),
-// otherwise as text. A
-// SELECT (read) in a write transaction locks what it reads. The first
-// statement of a lazy read transaction runs alone; the second begins the
-// transaction.
+// prepared once when the database is embedded (compiling a statement
+// costs SQLite more than running it; see Store.preparedStmt and
+// ownConn.statement), otherwise as text. A SELECT (read) in a write
+// transaction locks what it reads. The first statement of a lazy read
+// transaction runs alone; the second begins the transaction.
 func (t *tx) statement(q string, read bool) (statement, error) {
 	if t.conn != nil {
 		return t.conn.statement(t.ctx, q, t.s.sql(q, read)), nil
@@ -89,7 +88,7 @@ func (t *tx) statement(q string, read bool) (statement, error) {
 		if t.lazy {
 			t.lazy = false
 			if t.s.d.Embedded {
-				if st := t.s.preparedStmt(false, q, false); st != nil {
+				if st := t.s.preparedStmt(q); st != nil {
 					return st, nil
 				}
 			}
@@ -105,7 +104,7 @@ func (t *tx) statement(q string, read bool) (statement, error) {
 	if !t.s.d.Embedded {
 		return text{t.tx, t.s.sql(q, lock)}, nil
 	}
-	if st := t.s.preparedStmt(t.write, q, lock); st != nil {
+	if st := t.s.preparedStmt(q); st != nil { // embedded writes are on t.conn: this is a read
 		return t.tx.StmtContext(t.ctx, st), nil
 	}
 	return text{t.tx, t.s.sql(q, lock)}, nil
