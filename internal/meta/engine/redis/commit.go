@@ -22,7 +22,7 @@ func (t *txn) commit() error {
 	switch {
 	case len(t.reads) > 0 || len(t.scans) > 0:
 		return t.run(true)
-	case len(t.writes) > 0:
+	case len(t.writes) > 0 || len(t.appends) > 0:
 		return t.blind()
 	}
 	return nil
@@ -47,6 +47,8 @@ type writePlan struct {
 	setKeys []string
 	setVals []any
 	delKeys []string
+	appKeys []string // APPEND
+	appVals []any
 	index   []indexUpdate
 }
 
@@ -60,6 +62,23 @@ type indexUpdate struct {
 func (t *txn) plan() writePlan {
 	var p writePlan
 	adds, rems := map[string]int{}, map[string]int{} // sorted set -> index in p.index
+	index := func(k string, add bool) {
+		g := scanGroup([]byte(k))
+		if g == nil {
+			return
+		}
+		idx, ops := t.d.indexKey(g), adds
+		if !add {
+			ops = rems
+		}
+		i, ok := ops[idx]
+		if !ok {
+			i = len(p.index)
+			ops[idx] = i
+			p.index = append(p.index, indexUpdate{key: idx, add: add})
+		}
+		p.index[i].members = append(p.index[i].members, k)
+	}
 	for k, v := range t.writes {
 		rk := t.d.dataKey(k)
 		if v == nil {
@@ -67,21 +86,11 @@ func (t *txn) plan() writePlan {
 		} else {
 			p.setKeys, p.setVals = append(p.setKeys, rk), append(p.setVals, v)
 		}
-		g := scanGroup([]byte(k))
-		if g == nil {
-			continue
-		}
-		idx, ops := t.d.indexKey(g), adds
-		if v == nil {
-			ops = rems
-		}
-		i, ok := ops[idx]
-		if !ok {
-			i = len(p.index)
-			ops[idx] = i
-			p.index = append(p.index, indexUpdate{key: idx, add: v != nil})
-		}
-		p.index[i].members = append(p.index[i].members, k)
+		index(k, v != nil)
+	}
+	for k, v := range t.appends {
+		p.appKeys, p.appVals = append(p.appKeys, t.d.dataKey(k)), append(p.appVals, v)
+		index(k, true)
 	}
 	return p
 }
@@ -90,7 +99,7 @@ func (t *txn) plan() writePlan {
 func (t *txn) blind() error {
 	p := t.plan()
 	if t.d.cache != nil {
-		keys := t.writeKeys()
+		keys := t.writeKeys(true)
 		t.d.cache.BeginWrite(keys)
 		defer t.d.cache.EndWrite(keys)
 	}
@@ -105,6 +114,9 @@ func (t *txn) blind() error {
 		if len(p.delKeys) > 0 {
 			pipe.Del(t.ctx, p.delKeys...)
 		}
+		for i, k := range p.appKeys {
+			pipe.Append(t.ctx, k, string(p.appVals[i].([]byte)))
+		}
 		for _, u := range p.index {
 			if u.add {
 				zs := make([]redis.Z, len(u.members))
@@ -118,6 +130,7 @@ func (t *txn) blind() error {
 		}
 		return nil
 	})
+	forget(t.d.recent, t.appends) // their values are not known here
 	if err != nil {
 		forget(t.d.recent, t.writes) // they may or may not have been applied
 		return fmt.Errorf("redis commit: %w", err)
@@ -138,6 +151,20 @@ func (t *txn) run(apply bool) error {
 	}
 	keys, args := t.scriptArgs(&p)
 	sent := t.d.recent.now()
+	if apply && len(t.appends) > 0 {
+		// Appended keys' new values are not known here: forget what was
+		// remembered of them, and have the cache read them again once the
+		// commit has returned.
+		forget(t.d.recent, t.appends)
+		if t.d.cache != nil {
+			ak := make([]string, 0, len(t.appends))
+			for k := range t.appends {
+				ak = append(ak, k)
+			}
+			t.d.cache.BeginWrite(ak)
+			defer t.d.cache.EndWrite(ak)
+		}
+	}
 	ok, err, done := t.runOnWatch(keys, args, apply)
 	if done {
 		return t.finish(ok, err, apply, sent)
@@ -146,7 +173,7 @@ func (t *txn) run(apply bool) error {
 		// The server reports these writes to the cache's connection
 		// like anybody's; until it has, the cache must not serve the
 		// keys (see kvcache.Cache.BeginWrite).
-		wk := t.writeKeys()
+		wk := t.writeKeys(false)
 		t.d.cache.BeginWrite(wk)
 		defer t.d.cache.EndWrite(wk)
 	}
@@ -242,11 +269,17 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 	return int(n), nil, true
 }
 
-// writeKeys returns the keys the transaction writes.
-func (t *txn) writeKeys() []string {
-	keys := make([]string, 0, len(t.writes))
+// writeKeys returns the keys the transaction writes, and with appends
+// those it appends to.
+func (t *txn) writeKeys(appends bool) []string {
+	keys := make([]string, 0, len(t.writes)+len(t.appends))
 	for k := range t.writes {
 		keys = append(keys, k)
+	}
+	if appends {
+		for k := range t.appends {
+			keys = append(keys, k)
+		}
 	}
 	return keys
 }
@@ -254,11 +287,11 @@ func (t *txn) writeKeys() []string {
 // scriptArgs returns the KEYS and ARGV of commitScript for the
 // transaction's checks and the writes of p.
 func (t *txn) scriptArgs(p *writePlan) ([]string, []any) {
-	n := len(t.reads) + len(t.scans) + len(p.setKeys) + len(p.delKeys) + len(p.index)
+	n := len(t.reads) + len(t.scans) + len(p.setKeys) + len(p.delKeys) + len(p.appKeys) + len(p.index)
 	keys := make([]string, 0, n)
-	args := make([]any, 0, 5+2*len(t.reads)+4*len(t.scans)+len(p.setKeys)+len(t.writes)+2*len(p.index))
+	args := make([]any, 0, 6+2*len(t.reads)+4*len(t.scans)+len(p.setKeys)+len(p.appKeys)+len(t.writes)+len(t.appends)+2*len(p.index))
 	args = append(args, strconv.Itoa(len(t.reads)), strconv.Itoa(len(t.scans)),
-		strconv.Itoa(len(p.setKeys)), strconv.Itoa(len(p.delKeys)), strconv.Itoa(len(p.index)))
+		strconv.Itoa(len(p.setKeys)), strconv.Itoa(len(p.delKeys)), strconv.Itoa(len(p.appKeys)), strconv.Itoa(len(p.index)))
 	for k, v := range t.reads {
 		keys = append(keys, t.d.dataKey(k))
 		args = appendValueCheck(args, v)
@@ -270,6 +303,8 @@ func (t *txn) scriptArgs(p *writePlan) ([]string, []any) {
 	keys = append(keys, p.setKeys...)
 	args = append(args, p.setVals...)
 	keys = append(keys, p.delKeys...)
+	keys = append(keys, p.appKeys...)
+	args = append(args, p.appVals...)
 	for _, u := range p.index {
 		keys = append(keys, u.key)
 		op := "r"

@@ -21,9 +21,10 @@ var (
 
 // commitLua checks what a transaction read and, if nothing changed,
 // applies its writes. It returns 1 when it applied them and 0 on a
-// conflict, having written nothing. KEYS and ARGV hold five sections:
+// conflict, having written nothing. KEYS and ARGV hold six sections:
 //
-//	ARGV[1..5]     nv, ns, nset, ndel, nz: the sizes of the sections below
+//	ARGV[1..6]     nv, ns, nset, ndel, napp, nz: the sizes of the sections
+//	               below
 //	value checks   nv KEYS: data keys; ARGV: mode, want for each. Mode "m":
 //	               the key must be missing; "v": its value must be want;
 //	               "h": the SHA-1 (hex) of its value must be want
@@ -32,17 +33,19 @@ var (
 //	               0: all) must have the digest rangeDigest computes
 //	sets           nset KEYS: data keys; ARGV: their new values (MSET)
 //	deletes        ndel KEYS: data keys (DEL)
+//	appends        napp KEYS: data keys; ARGV: suffixes (APPEND each)
 //	index updates  nz KEYS: sorted sets; ARGV: "a" (ZADD with score 0) or
 //	               "r" (ZREM), the number of members, the members
 //
-// Each section is one command (per 1000 keys, Lua's unpack limit), as a
+// Each section but the appends (one APPEND per key: a transaction appends
+// to few) is one command (per 1000 keys, Lua's unpack limit), as a
 // call from a script costs the server more than its work here. Every
 // check runs before the first write, so a conflict writes nothing, and
 // once a script has written, Redis lets it finish even when over
 // maxmemory.
 const commitLua = `
-local nv, ns, nset, ndel, nz = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local step, k, a = 1000, 1, 6
+local nv, ns, nset, ndel, napp, nz = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local step, k, a = 1000, 1, 7
 for first = 0, nv - 1, step do
   local m = math.min(step, nv - first)
   local vs = redis.call('MGET', unpack(KEYS, k + first, k + first + m - 1))
@@ -84,6 +87,10 @@ for first = 0, ndel - 1, step do
   redis.call('DEL', unpack(KEYS, k + first, k + first + math.min(step, ndel - first) - 1))
 end
 k = k + ndel
+for i = 0, napp - 1 do
+  redis.call('APPEND', KEYS[k + i], ARGV[a + i])
+end
+k, a = k + napp, a + napp
 for _ = 1, nz do
   local op, n = ARGV[a], tonumber(ARGV[a + 1])
   a = a + 2

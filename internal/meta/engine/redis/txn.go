@@ -20,7 +20,11 @@ type txn struct {
 	update bool
 	reads  map[string][]byte // values read; nil = missing. Update checks them at commit
 	writes map[string][]byte // buffered writes; nil = delete
-	scans  []rangeCheck      // Update: sorted-set ranges read, checked at commit
+	// appends holds the suffixes to append to keys whose values the
+	// transaction has not read (kvstore.Appender); a key is never in both
+	// appends and writes
+	appends map[string][]byte
+	scans   []rangeCheck // Update: sorted-set ranges read, checked at commit
 	// guessed reports a value taken from DB.recent rather than read.
 	guessed bool
 	// cached lists the keys whose values came from DB.cache. In Update
@@ -53,6 +57,13 @@ func newTxn(ctx context.Context, d *DB, update bool) *txn {
 // their value names read in the same round trip (fetchScript), as a read
 // of the transaction.
 func (t *txn) fetch(keys []string, point bool, follow []bool, rule *kvstore.FollowRule) error {
+	if len(t.appends) > 0 {
+		for _, k := range keys {
+			if err := t.settle(k); err != nil {
+				return err
+			}
+		}
+	}
 	var need []string
 	var needFollow []bool
 	var now time.Duration
@@ -282,6 +293,9 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 	if lo >= hi {
 		return nil, nil
 	}
+	if err := t.settleRange(lo, hi); err != nil {
+		return nil, err
+	}
 	var pending []string // buffered sets in the range
 	dels := 0            // buffered deletes in the range, which may hide stored keys
 	for k, v := range t.writes {
@@ -384,6 +398,9 @@ func (t *txn) ScanMany(ranges []kvstore.Range, limit int) ([][]kvstore.Pair, err
 		if lo >= hi {
 			continue
 		}
+		if err := t.settleRange(lo, hi); err != nil {
+			return nil, err
+		}
 		for k, v := range t.writes {
 			if k >= lo && k < hi {
 				if v == nil {
@@ -462,6 +479,7 @@ func (t *txn) Set(key, value []byte) {
 	if value == nil {
 		value = []byte{}
 	}
+	delete(t.appends, string(key))
 	t.writes[string(key)] = bytes.Clone(value)
 }
 
@@ -470,5 +488,61 @@ func (t *txn) Delete(key []byte) {
 		t.err = errWriteInView
 		return
 	}
+	delete(t.appends, string(key))
 	t.writes[string(key)] = nil
+}
+
+var _ kvstore.Appender = (*txn)(nil)
+
+// Append appends suffix to key's value at commit (APPEND) without reading
+// it. A key the transaction has written or read already is written whole
+// instead: its value is known, and a read one is checked at commit anyway.
+func (t *txn) Append(key, suffix []byte) {
+	if !t.update {
+		t.err = errWriteInView
+		return
+	}
+	k := string(key)
+	if v, ok := t.writes[k]; ok {
+		t.writes[k] = append(v, suffix...) // v is the transaction's own copy
+		return
+	}
+	if v, ok := t.reads[k]; ok {
+		t.writes[k] = append(bytes.Clone(v), suffix...)
+		return
+	}
+	if t.appends == nil {
+		t.appends = map[string][]byte{}
+	}
+	t.appends[k] = append(t.appends[k], suffix...)
+}
+
+// settle turns the appends to k, which the transaction is about to read,
+// into a write of the whole value: it reads the stored value (a read
+// checked at commit like any other) and buffers it with the suffixes.
+func (t *txn) settle(k string) error {
+	suffix, ok := t.appends[k]
+	if !ok {
+		return nil
+	}
+	delete(t.appends, k)
+	if err := t.fetch([]string{k}, true, nil, nil); err != nil {
+		t.appends[k] = suffix
+		return err
+	}
+	t.writes[k] = append(bytes.Clone(t.value(k)), suffix...)
+	return nil
+}
+
+// settleRange settles the appended keys in [lo, hi), which a scan is
+// about to read.
+func (t *txn) settleRange(lo, hi string) error {
+	for k := range t.appends {
+		if k >= lo && k < hi {
+			if err := t.settle(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

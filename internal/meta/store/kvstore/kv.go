@@ -71,6 +71,23 @@ type MultiScanner interface {
 	ScanMany(ranges []Range, limit int) ([][]Pair, error)
 }
 
+// Appender is an optional Txn ability for adapters that can append to a
+// value at commit without reading it (Redis's APPEND). kvstore appends a
+// slice to a chunk's slice list with it, so that the commit of a write
+// does not first fetch the list: on a new file that read always goes to
+// the server.
+type Appender interface {
+	// Append adds suffix at the end of key's value when the transaction
+	// commits, creating the key when it is missing. The transaction does
+	// not depend on the value: another transaction changing it meanwhile
+	// is no conflict, and both changes apply in commit order. A later Get
+	// or Scan of the key in the same transaction returns the value with
+	// its suffixes (and from then on the transaction depends on it like
+	// on any read); a Set or Delete of the key replaces what was appended
+	// before it.
+	Append(key, suffix []byte)
+}
+
 // DB is the ordered transactional key-value database an engine adapter
 // provides.
 type DB interface {

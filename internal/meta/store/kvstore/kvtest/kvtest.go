@@ -17,6 +17,9 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
 
+// errNoAppend stops the Append test on an adapter without the ability.
+var errNoAppend = errors.New("no kvstore.Appender")
+
 // Options says which guarantees beyond the common contract an adapter
 // gives (see package store's doc for which engine gives which).
 type Options struct {
@@ -239,6 +242,107 @@ func Run(t *testing.T, newDB func(t *testing.T) kvstore.DB, opts Options) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	})
+
+	t.Run("Append", func(t *testing.T) {
+		db := newDB(t)
+		set(t, db, "a", "1", "b", "2", "c", "3", "x", "7")
+		appendTo := func(tx kvstore.Txn, key, suffix string) error {
+			a, ok := tx.(kvstore.Appender)
+			if !ok {
+				return errNoAppend
+			}
+			a.Append(k(key), []byte(suffix))
+			return nil
+		}
+		get := func(tx kvstore.Txn, key, want string) error {
+			v, err := tx.Get(k(key))
+			if err != nil || string(v) != want {
+				return fmt.Errorf("%s reads %q, %v; want %q", key, v, err, want)
+			}
+			return nil
+		}
+		err := db.Update(ctx, func(tx kvstore.Txn) error {
+			for _, a := range [][2]string{{"a", "x"}, {"n", "y"}, {"n", "z"}, {"m", "1"}, {"b", "p"}, {"x", "8"}, {"w", "9"}} {
+				if err := appendTo(tx, a[0], a[1]); err != nil {
+					return err
+				}
+			}
+			tx.Set(k("b"), []byte("s")) // replaces what was appended
+			tx.Delete(k("c"))
+			for _, a := range [][2]string{{"b", "t"}, {"c", "u"}} {
+				if err := appendTo(tx, a[0], a[1]); err != nil {
+					return err
+				}
+			}
+			if err := get(tx, "b", "st"); err != nil {
+				return err
+			}
+			if err := get(tx, "a", "1x"); err != nil {
+				return err
+			}
+			if err := appendTo(tx, "a", "q"); err != nil { // after a read
+				return err
+			}
+			// m, n, w and x stay appended, unread, to the commit.
+			ps, err := tx.Scan(k(""), k("d"), 0)
+			if got := keys(ps); err != nil || got != "a=1xq b=st c=u " {
+				return fmt.Errorf("Scan: %s, %v", got, err)
+			}
+			return nil
+		})
+		if errors.Is(err, errNoAppend) {
+			t.Skip("the adapter does not implement kvstore.Appender")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(want string) {
+			t.Helper()
+			if err := db.View(ctx, func(tx kvstore.Txn) error {
+				ps, err := tx.Scan(k(""), all, 0)
+				if got := keys(ps); err != nil || got != want {
+					return fmt.Errorf("after commit: %s, %v; want %s", got, err, want)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check("a=1xq b=st c=u m=1 n=yz w=9 x=78 ")
+
+		// Appends read nothing: a concurrent change of the key is no
+		// conflict, and both apply in commit order.
+		runs := 0
+		err = db.Update(ctx, func(tx kvstore.Txn) error {
+			runs++
+			if err := appendTo(tx, "n", "2"); err != nil {
+				return err
+			}
+			if runs == 1 {
+				return db.Update(ctx, func(tx kvstore.Txn) error { return appendTo(tx, "n", "1") })
+			}
+			return nil
+		})
+		if err != nil || runs != 1 {
+			t.Fatalf("blind append: %v after %d runs", err, runs)
+		}
+		check("a=1xq b=st c=u m=1 n=yz12 w=9 x=78 ")
+
+		// A failed transaction appends nothing; a View cannot append.
+		boom := errors.New("boom")
+		if err := db.Update(ctx, func(tx kvstore.Txn) error {
+			if err := appendTo(tx, "a", "!"); err != nil {
+				return err
+			}
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Fatalf("Update returned %v", err)
+		}
+		if err := db.View(ctx, func(tx kvstore.Txn) error { return appendTo(tx, "a", "!") }); err == nil {
+			t.Error("a View appended without an error")
+		}
+		check("a=1xq b=st c=u m=1 n=yz12 w=9 x=78 ")
 	})
 
 	t.Run("WriteSkew", func(t *testing.T) {
