@@ -201,11 +201,7 @@ func shareRange(tx store.Tx, src Ino, s uint64, dst Ino, d uint64, n uint32) err
 			tx.AppendSlice(dst, didx, Slice{Pos: pos, Len: g.End - g.Start})
 			continue
 		}
-		extra, err := tx.SliceRef(g.Slice.Id, g.Slice.Size)
-		if err != nil {
-			return err
-		}
-		tx.SetSliceRef(g.Slice.Id, g.Slice.Size, extra+1)
+		tx.AddSliceRef(g.Slice.Id, g.Slice.Size, 1)
 		tx.AppendSlice(dst, didx, Slice{Pos: pos, Id: g.Slice.Id, Size: g.Slice.Size, Off: g.SliceOff(), Len: g.End - g.Start})
 	}
 	return nil

@@ -171,6 +171,12 @@ type Tx interface {
 	SliceRef(id uint64, size uint32) (int64, error)
 	// SetSliceRef stores the extra reference count; 0 deletes the record.
 	SetSliceRef(id uint64, size uint32, extra int64)
+	// AddSliceRef adds delta to the extra reference count, as SliceRef
+	// then SetSliceRef would, but where the engine can, without the
+	// transaction depending on the count: a copy that shares a slice need
+	// not read its count first (on Redis, a round trip). A failure is
+	// reported when the transaction ends.
+	AddSliceRef(id uint64, size uint32, delta int64)
 
 	// Counter returns a named counter (0 when unset).
 	Counter(name string) (int64, error)

@@ -17,10 +17,10 @@ import (
 // transaction that read nothing has nothing to check and commits with a
 // plain MULTI/EXEC, which costs the server less than a script. A
 // transaction that only read still checks its reads, so they are known to
-// have been current when it returns.
+// have been current when it returns. Adds (kvstore.Adder) need the script.
 func (t *txn) commit() error {
 	switch {
-	case len(t.reads) > 0 || len(t.scans) > 0:
+	case len(t.reads) > 0 || len(t.scans) > 0 || len(t.adds) > 0:
 		return t.run(true)
 	case len(t.writes) > 0 || len(t.appends) > 0:
 		return t.blind()
@@ -49,7 +49,15 @@ type writePlan struct {
 	delKeys []string
 	appKeys []string // APPEND
 	appVals []any
+	adds    []addOp
 	index   []indexUpdate
+}
+
+// addOp is one kvstore.Adder sum for commitLua.
+type addOp struct {
+	key, idx string // the data key; its sorted set, or key itself when none
+	delta    string
+	member   string // the key's member in idx ("": none)
 }
 
 // indexUpdate adds members to, or removes them from, one sorted set.
@@ -91,6 +99,15 @@ func (t *txn) plan() writePlan {
 	for k, v := range t.appends {
 		p.appKeys, p.appVals = append(p.appKeys, t.d.dataKey(k)), append(p.appVals, v)
 		index(k, true)
+	}
+	for k, n := range t.adds {
+		// Whether the key is indexed afterwards depends on the sum, which
+		// the script computes.
+		rk, idx, member := t.d.dataKey(k), t.d.dataKey(k), ""
+		if g := scanGroup([]byte(k)); g != nil {
+			idx, member = t.d.indexKey(g), k
+		}
+		p.adds = append(p.adds, addOp{key: rk, idx: idx, delta: strconv.FormatInt(n, 10), member: member})
 	}
 	return p
 }
@@ -151,18 +168,16 @@ func (t *txn) run(apply bool) error {
 	}
 	keys, args := t.scriptArgs(&p)
 	sent := t.d.recent.now()
-	if apply && len(t.appends) > 0 {
-		// Appended keys' new values are not known here: forget what was
-		// remembered of them, and have the cache read them again once the
-		// commit has returned.
+	if apply && len(t.appends)+len(t.adds) > 0 {
+		// The new values of keys appended or added to are not known
+		// here: forget what was remembered of them, and have the cache
+		// read them again once the commit has returned.
 		forget(t.d.recent, t.appends)
+		forget(t.d.recent, t.adds)
 		if t.d.cache != nil {
-			ak := make([]string, 0, len(t.appends))
-			for k := range t.appends {
-				ak = append(ak, k)
-			}
-			t.d.cache.BeginWrite(ak)
-			defer t.d.cache.EndWrite(ak)
+			bk := t.blindKeys()
+			t.d.cache.BeginWrite(bk)
+			defer t.d.cache.EndWrite(bk)
 		}
 	}
 	ok, err, done := t.runOnWatch(keys, args, apply)
@@ -269,17 +284,15 @@ func (t *txn) runOnWatch(keys []string, args []any, apply bool) (ok int, err err
 	return int(n), nil, true
 }
 
-// writeKeys returns the keys the transaction writes, and with appends
-// those it appends to.
-func (t *txn) writeKeys(appends bool) []string {
-	keys := make([]string, 0, len(t.writes)+len(t.appends))
+// writeKeys returns the keys the transaction writes, and with blind
+// those it appends or adds to.
+func (t *txn) writeKeys(blind bool) []string {
+	var keys []string
+	if blind {
+		keys = t.blindKeys()
+	}
 	for k := range t.writes {
 		keys = append(keys, k)
-	}
-	if appends {
-		for k := range t.appends {
-			keys = append(keys, k)
-		}
 	}
 	return keys
 }
@@ -287,11 +300,12 @@ func (t *txn) writeKeys(appends bool) []string {
 // scriptArgs returns the KEYS and ARGV of commitScript for the
 // transaction's checks and the writes of p.
 func (t *txn) scriptArgs(p *writePlan) ([]string, []any) {
-	n := len(t.reads) + len(t.scans) + len(p.setKeys) + len(p.delKeys) + len(p.appKeys) + len(p.index)
+	n := len(t.reads) + len(t.scans) + len(p.setKeys) + len(p.delKeys) + len(p.appKeys) + 2*len(p.adds) + len(p.index)
 	keys := make([]string, 0, n)
-	args := make([]any, 0, 6+2*len(t.reads)+4*len(t.scans)+len(p.setKeys)+len(p.appKeys)+len(t.writes)+len(t.appends)+2*len(p.index))
+	args := make([]any, 0, 7+2*len(t.reads)+4*len(t.scans)+len(p.setKeys)+len(p.appKeys)+2*len(p.adds)+len(t.writes)+len(t.appends)+2*len(p.index))
 	args = append(args, strconv.Itoa(len(t.reads)), strconv.Itoa(len(t.scans)),
-		strconv.Itoa(len(p.setKeys)), strconv.Itoa(len(p.delKeys)), strconv.Itoa(len(p.appKeys)), strconv.Itoa(len(p.index)))
+		strconv.Itoa(len(p.setKeys)), strconv.Itoa(len(p.delKeys)), strconv.Itoa(len(p.appKeys)),
+		strconv.Itoa(len(p.adds)), strconv.Itoa(len(p.index)))
 	for k, v := range t.reads {
 		keys = append(keys, t.d.dataKey(k))
 		args = appendValueCheck(args, v)
@@ -305,6 +319,10 @@ func (t *txn) scriptArgs(p *writePlan) ([]string, []any) {
 	keys = append(keys, p.delKeys...)
 	keys = append(keys, p.appKeys...)
 	args = append(args, p.appVals...)
+	for _, a := range p.adds {
+		keys = append(keys, a.key, a.idx)
+		args = append(args, a.delta, a.member)
+	}
 	for _, u := range p.index {
 		keys = append(keys, u.key)
 		op := "r"

@@ -397,6 +397,9 @@ func (d *DB) Update(ctx context.Context, fn func(kvstore.Txn) error) error {
 		}
 		return err
 	}
+	if t.err != nil {
+		return t.err
+	}
 	return t.commit()
 }
 

@@ -21,10 +21,10 @@ var (
 
 // commitLua checks what a transaction read and, if nothing changed,
 // applies its writes. It returns 1 when it applied them and 0 on a
-// conflict, having written nothing. KEYS and ARGV hold six sections:
+// conflict, having written nothing. KEYS and ARGV hold seven sections:
 //
-//	ARGV[1..6]     nv, ns, nset, ndel, napp, nz: the sizes of the sections
-//	               below
+//	ARGV[1..7]     nv, ns, nset, ndel, napp, nadd, nz: the sizes of the
+//	               sections below
 //	value checks   nv KEYS: data keys; ARGV: mode, want for each. Mode "m":
 //	               the key must be missing; "v": its value must be want;
 //	               "h": the SHA-1 (hex) of its value must be want
@@ -34,6 +34,14 @@ var (
 //	sets           nset KEYS: data keys; ARGV: their new values (MSET)
 //	deletes        ndel KEYS: data keys (DEL)
 //	appends        napp KEYS: data keys; ARGV: suffixes (APPEND each)
+//	adds           nadd pairs of KEYS: a counter (an 8-byte big-endian
+//	               two's-complement integer, missing: 0) and its sorted set
+//	               (the counter itself when none); pairs of ARGV: the
+//	               delta (decimal) and the counter's member in the set
+//	               ("": none). A sum of 0 deletes the counter and its
+//	               member, any other is stored and indexed. The sums are
+//	               computed with the checks: a counter that is not 8
+//	               bytes fails the script before it writes
 //	index updates  nz KEYS: sorted sets; ARGV: "a" (ZADD with score 0) or
 //	               "r" (ZREM), the number of members, the members
 //
@@ -44,8 +52,8 @@ var (
 // once a script has written, Redis lets it finish even when over
 // maxmemory.
 const commitLua = `
-local nv, ns, nset, ndel, napp, nz = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local step, k, a = 1000, 1, 7
+local nv, ns, nset, ndel, napp, nadd, nz = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local step, k, a = 1000, 1, 8
 for first = 0, nv - 1, step do
   local m = math.min(step, nv - first)
   local vs = redis.call('MGET', unpack(KEYS, k + first, k + first + m - 1))
@@ -75,6 +83,34 @@ for _ = 1, ns do
   if redis.sha1hex(table.concat(r)) ~= ARGV[a + 3] then return 0 end
   k, a = k + 1, a + 4
 end
+local sums, ka, aa = {}, k + nset + ndel + napp, a + nset + napp
+for i = 1, nadd do
+  local v, n = redis.call('GET', KEYS[ka]), 0
+  if v then
+    if #v ~= 8 then return redis.error_reply('counter ' .. KEYS[ka] .. ' is not 8 bytes') end
+    local neg = string.byte(v, 1) >= 128
+    for j = 1, 8 do
+      local b = string.byte(v, j)
+      if neg then b = 255 - b end
+      n = n * 256 + b
+    end
+    if neg then n = -n - 1 end
+  end
+  n = n + tonumber(ARGV[aa])
+  sums[i] = false
+  if n ~= 0 then
+    local neg, b = n < 0, {}
+    if neg then n = -n - 1 end
+    for j = 8, 1, -1 do
+      local d = n % 256
+      n = (n - d) / 256
+      if neg then d = 255 - d end
+      b[j] = string.char(d)
+    end
+    sums[i] = table.concat(b)
+  end
+  ka, aa = ka + 2, aa + 2
+end
 for first = 0, nset - 1, step do
   local kv = {}
   for i = 1, math.min(step, nset - first) do
@@ -91,6 +127,16 @@ for i = 0, napp - 1 do
   redis.call('APPEND', KEYS[k + i], ARGV[a + i])
 end
 k, a = k + napp, a + napp
+for i = 1, nadd do
+  if sums[i] then
+    redis.call('SET', KEYS[k], sums[i])
+    if ARGV[a + 1] ~= '' then redis.call('ZADD', KEYS[k + 1], 0, ARGV[a + 1]) end
+  else
+    redis.call('DEL', KEYS[k])
+    if ARGV[a + 1] ~= '' then redis.call('ZREM', KEYS[k + 1], ARGV[a + 1]) end
+  end
+  k, a = k + 2, a + 2
+end
 for _ = 1, nz do
   local op, n = ARGV[a], tonumber(ARGV[a + 1])
   a = a + 2

@@ -3,6 +3,7 @@ package redis
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,9 +22,11 @@ type txn struct {
 	reads  map[string][]byte // values read; nil = missing. Update checks them at commit
 	writes map[string][]byte // buffered writes; nil = delete
 	// appends holds the suffixes to append to keys whose values the
-	// transaction has not read (kvstore.Appender); a key is never in both
-	// appends and writes
+	// transaction has not read (kvstore.Appender), adds the sums to add
+	// to such keys (kvstore.Adder). A key is in at most one of writes,
+	// appends and adds.
 	appends map[string][]byte
+	adds    map[string]int64
 	scans   []rangeCheck // Update: sorted-set ranges read, checked at commit
 	// guessed reports a value taken from DB.recent rather than read.
 	guessed bool
@@ -31,7 +34,9 @@ type txn struct {
 	// they are checked at commit like any read; a conflict makes the
 	// cache read them again.
 	cached []string
-	// err is a write attempted in View, which fails the View.
+	// err is a write attempted in View, which fails the View, or a read
+	// that failed where the Txn method has no error to return, which
+	// fails the Update.
 	err error
 }
 
@@ -57,7 +62,7 @@ func newTxn(ctx context.Context, d *DB, update bool) *txn {
 // their value names read in the same round trip (fetchScript), as a read
 // of the transaction.
 func (t *txn) fetch(keys []string, point bool, follow []bool, rule *kvstore.FollowRule) error {
-	if len(t.appends) > 0 {
+	if len(t.appends)+len(t.adds) > 0 {
 		for _, k := range keys {
 			if err := t.settle(k); err != nil {
 				return err
@@ -479,7 +484,7 @@ func (t *txn) Set(key, value []byte) {
 	if value == nil {
 		value = []byte{}
 	}
-	delete(t.appends, string(key))
+	t.dropBlind(string(key))
 	t.writes[string(key)] = bytes.Clone(value)
 }
 
@@ -488,8 +493,15 @@ func (t *txn) Delete(key []byte) {
 		t.err = errWriteInView
 		return
 	}
-	delete(t.appends, string(key))
+	t.dropBlind(string(key))
 	t.writes[string(key)] = nil
+}
+
+// dropBlind forgets the appends and adds to k, which the transaction
+// replaces.
+func (t *txn) dropBlind(k string) {
+	delete(t.appends, k)
+	delete(t.adds, k)
 }
 
 var _ kvstore.Appender = (*txn)(nil)
@@ -503,6 +515,9 @@ func (t *txn) Append(key, suffix []byte) {
 		return
 	}
 	k := string(key)
+	if _, ok := t.adds[k]; ok {
+		t.settleOrFail(k)
+	}
 	if v, ok := t.writes[k]; ok {
 		t.writes[k] = append(v, suffix...) // v is the transaction's own copy
 		return
@@ -517,25 +532,92 @@ func (t *txn) Append(key, suffix []byte) {
 	t.appends[k] = append(t.appends[k], suffix...)
 }
 
-// settle turns the appends to k, which the transaction is about to read,
-// into a write of the whole value: it reads the stored value (a read
-// checked at commit like any other) and buffers it with the suffixes.
-func (t *txn) settle(k string) error {
-	suffix, ok := t.appends[k]
-	if !ok {
-		return nil
+var _ kvstore.Adder = (*txn)(nil)
+
+// Add adds delta to the counter key at commit (commitLua) without reading
+// it; like Append, a key whose value the transaction knows is written
+// whole instead.
+func (t *txn) Add(key []byte, delta int64) {
+	if !t.update {
+		t.err = errWriteInView
+		return
 	}
-	delete(t.appends, k)
-	if err := t.fetch([]string{k}, true, nil, nil); err != nil {
-		t.appends[k] = suffix
-		return err
+	k := string(key)
+	if _, ok := t.appends[k]; ok {
+		t.settleOrFail(k)
 	}
-	t.writes[k] = append(bytes.Clone(t.value(k)), suffix...)
-	return nil
+	v, written := t.writes[k]
+	if !written {
+		v, written = t.reads[k]
+	}
+	if written {
+		sum, err := addCounter(k, v, delta)
+		if err != nil && t.err == nil {
+			t.err = err
+		}
+		t.writes[k] = sum
+		return
+	}
+	if t.adds == nil {
+		t.adds = map[string]int64{}
+	}
+	t.adds[k] += delta
 }
 
-// settleRange settles the appended keys in [lo, hi), which a scan is
-// about to read.
+// addCounter returns the value of counter k, v (nil: missing), plus
+// delta: the value Add stores, nil when the sum is 0.
+func addCounter(k string, v []byte, delta int64) ([]byte, error) {
+	var n int64
+	switch {
+	case len(v) == 8:
+		n = int64(binary.BigEndian.Uint64(v))
+	case v != nil:
+		return nil, fmt.Errorf("redis: counter %q is %d bytes, not 8", k, len(v))
+	}
+	if n += delta; n == 0 {
+		return nil, nil
+	}
+	return binary.BigEndian.AppendUint64(nil, uint64(n)), nil
+}
+
+// settle turns the appends and adds to k, which the transaction is about
+// to read, into a write of the whole value: it reads the stored value (a
+// read checked at commit like any other) and buffers the result.
+func (t *txn) settle(k string) error {
+	suffix, app := t.appends[k]
+	delta, add := t.adds[k]
+	if !app && !add {
+		return nil
+	}
+	t.dropBlind(k)
+	if err := t.fetch([]string{k}, true, nil, nil); err != nil {
+		if app {
+			t.appends[k] = suffix
+		}
+		if add {
+			t.adds[k] = delta
+		}
+		return err
+	}
+	if app {
+		t.writes[k] = append(bytes.Clone(t.value(k)), suffix...)
+		return nil
+	}
+	sum, err := addCounter(k, t.value(k), delta)
+	t.writes[k] = sum
+	return err
+}
+
+// settleOrFail settles k for a method that cannot return the error: the
+// error fails the transaction.
+func (t *txn) settleOrFail(k string) {
+	if err := t.settle(k); err != nil && t.err == nil {
+		t.err = err
+	}
+}
+
+// settleRange settles the keys in [lo, hi) appended or added to, which a
+// scan is about to read.
 func (t *txn) settleRange(lo, hi string) error {
 	for k := range t.appends {
 		if k >= lo && k < hi {
@@ -544,5 +626,24 @@ func (t *txn) settleRange(lo, hi string) error {
 			}
 		}
 	}
+	for k := range t.adds {
+		if k >= lo && k < hi {
+			if err := t.settle(k); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// blindKeys returns the keys appended or added to.
+func (t *txn) blindKeys() []string {
+	keys := make([]string, 0, len(t.appends)+len(t.adds))
+	for k := range t.appends {
+		keys = append(keys, k)
+	}
+	for k := range t.adds {
+		keys = append(keys, k)
+	}
+	return keys
 }

@@ -589,6 +589,15 @@ func (t *tx) SetSliceRef(id uint64, size uint32, extra int64) {
 	t.exec(t.s.upsert("sliceref", []string{"id", "size"}, []string{"extra"}), i64(id), int64(size), extra)
 }
 
+func (t *tx) AddSliceRef(id uint64, size uint32, delta int64) {
+	extra, err := t.SliceRef(id, size)
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	t.SetSliceRef(id, size, extra+delta)
+}
+
 // Counters and settings
 
 func (t *tx) Counter(name string) (int64, error) {

@@ -88,6 +88,19 @@ type Appender interface {
 	Append(key, suffix []byte)
 }
 
+// Adder is an optional Txn ability for adapters that can add to a
+// counter at commit without reading it. kvstore counts a slice's extra
+// references with it when a copy shares the slice.
+type Adder interface {
+	// Add adds delta to key's value, an 8-byte big-endian two's-complement
+	// integer, when the transaction commits. A missing key counts as 0,
+	// and a sum of 0 deletes the key. As with Appender.Append, the
+	// transaction does not depend on the value, a later read of the key
+	// in the transaction returns the sum, and a Set or Delete replaces
+	// what was added before it.
+	Add(key []byte, delta int64)
+}
+
 // DB is the ordered transactional key-value database an engine adapter
 // provides.
 type DB interface {

@@ -328,6 +328,21 @@ func (x *tx) SetSliceRef(id uint64, size uint32, extra int64) {
 	x.t.Set(sliceKey('K', id, size), be.AppendUint64(nil, uint64(extra)))
 }
 
+func (x *tx) AddSliceRef(id uint64, size uint32, delta int64) {
+	if a, ok := x.t.(Adder); ok {
+		a.Add(sliceKey('K', id, size), delta)
+		return
+	}
+	extra, err := x.SliceRef(id, size)
+	if err != nil {
+		if x.err == nil {
+			x.err = fmt.Errorf("add to the references of slice %d: %w", id, err)
+		}
+		return
+	}
+	x.SetSliceRef(id, size, extra+delta)
+}
+
 // Counters and settings
 
 func (x *tx) Counter(name string) (int64, error) {

@@ -9,6 +9,7 @@ package kvtest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -19,6 +20,9 @@ import (
 
 // errNoAppend stops the Append test on an adapter without the ability.
 var errNoAppend = errors.New("no kvstore.Appender")
+
+// errNoAdd stops the Add test on an adapter without the ability.
+var errNoAdd = errors.New("no kvstore.Adder")
 
 // Options says which guarantees beyond the common contract an adapter
 // gives (see package store's doc for which engine gives which).
@@ -343,6 +347,97 @@ func Run(t *testing.T, newDB func(t *testing.T) kvstore.DB, opts Options) {
 			t.Error("a View appended without an error")
 		}
 		check("a=1xq b=st c=u m=1 n=yz12 w=9 x=78 ")
+	})
+
+	t.Run("Add", func(t *testing.T) {
+		db := newDB(t)
+		num := func(n int64) string { return string(binary.BigEndian.AppendUint64(nil, uint64(n))) }
+		set(t, db, "c", num(5), "bad", "xyz")
+		add := func(tx kvstore.Txn, key string, delta int64) error {
+			a, ok := tx.(kvstore.Adder)
+			if !ok {
+				return errNoAdd
+			}
+			a.Add(k(key), delta)
+			return nil
+		}
+		adds := func(tx kvstore.Txn, kds ...any) error {
+			for i := 0; i < len(kds); i += 2 {
+				if err := add(tx, kds[i].(string), int64(kds[i+1].(int))); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		sums := func(ps []kvstore.Pair) string {
+			var b bytes.Buffer
+			for _, p := range ps {
+				if len(p.Value) == 8 {
+					fmt.Fprintf(&b, "%s=%d ", bytes.TrimPrefix(p.Key, []byte("t")), int64(binary.BigEndian.Uint64(p.Value)))
+				} else {
+					fmt.Fprintf(&b, "%s=%q ", bytes.TrimPrefix(p.Key, []byte("t")), p.Value)
+				}
+			}
+			return b.String()
+		}
+		check := func(want string) {
+			t.Helper()
+			if err := db.View(ctx, func(tx kvstore.Txn) error {
+				ps, err := tx.Scan(k(""), all, 0)
+				if got := sums(ps); err != nil || got != want {
+					return fmt.Errorf("after commit: %s, %v; want %s", got, err, want)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := db.Update(ctx, func(tx kvstore.Txn) error {
+			// c and z stay unread to the commit; y goes negative; w and
+			// v reach 0, which deletes them.
+			tx.Set(k("w"), []byte(num(1)))
+			if err := adds(tx, "c", 2, "c", 3, "z", 7, "y", -1, "w", -1, "v", 4); err != nil {
+				return err
+			}
+			if v, err := tx.Get(k("v")); err != nil || string(v) != num(4) {
+				return fmt.Errorf("v reads %q, %v after adding 4", v, err)
+			}
+			return adds(tx, "v", -4)
+		})
+		if errors.Is(err, errNoAdd) {
+			t.Skip("the adapter does not implement kvstore.Adder")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(`bad="xyz" c=10 y=-1 z=7 `)
+
+		// Adds read nothing: a concurrent add is no conflict.
+		runs := 0
+		err = db.Update(ctx, func(tx kvstore.Txn) error {
+			runs++
+			if err := adds(tx, "c", 1, "z", -7); err != nil {
+				return err
+			}
+			if runs == 1 {
+				return db.Update(ctx, func(tx kvstore.Txn) error { return adds(tx, "c", 1) })
+			}
+			return nil
+		})
+		if err != nil || runs != 1 {
+			t.Fatalf("blind add: %v after %d runs", err, runs)
+		}
+		check(`bad="xyz" c=12 y=-1 `)
+
+		// A value that is no counter fails the transaction, which then
+		// writes nothing.
+		if err := db.Update(ctx, func(tx kvstore.Txn) error {
+			tx.Set(k("q"), []byte("1"))
+			return adds(tx, "c", 1, "bad", 1)
+		}); err == nil {
+			t.Error("adding to a 3-byte value committed")
+		}
+		check(`bad="xyz" c=12 y=-1 `)
 	})
 
 	t.Run("WriteSkew", func(t *testing.T) {
