@@ -27,7 +27,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -191,8 +193,10 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if err := f.Chmod(0o644); err != nil { // whatever CreateTemp or the umask gave
-		return err
+	if !deferred || !umaskKeeps644() { // whatever CreateTemp or the umask gave
+		if err := f.Chmod(0o644); err != nil {
+			return err
+		}
 	}
 	if _, err := io.Copy(f, r); err != nil {
 		return err
@@ -246,24 +250,41 @@ func (s *Store) Sync(ctx context.Context) error {
 // itself, or a temporary file next to it), making parent directories. It
 // retries because a concurrent Delete may remove a parent directory that
 // has just become empty.
+//
+// The directories usually exist, so it opens first and makes them only
+// when that fails.
 func create(p string, open func(dir, base string) (*os.File, error)) (*os.File, error) {
 	dir, base := filepath.Split(p)
-	var err error
+	f, err := open(dir, base)
 	for range 3 {
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return f, err
+		}
 		if err = os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		var f *os.File
 		f, err = open(dir, base)
-		if err == nil {
-			return f, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+	}
+	return f, err
+}
+
+// umaskKeeps644 reports whether the process's umask leaves a file created
+// with mode 0644 at 0644, so that it needs no chmod. It reads the umask
+// from /proc once (umask(2) cannot read it without setting it); when it
+// cannot, files are chmod'ed.
+var umaskKeeps644 = sync.OnceValue(func() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			return err == nil && m&0o644 == 0
 		}
 	}
-	return nil, err
-}
+	return false
+})
 
 // Delete removes key and then any parent directories it left empty, up to
 // but not including the root. Deleting a missing key is not an error.

@@ -195,6 +195,38 @@ func TestDeferredSync(t *testing.T) {
 	}
 }
 
+// TestBlockMode checks that blocks are stored with mode 0644 whichever way
+// they are written, into directories a Put makes and into existing ones.
+func TestBlockMode(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		key  string
+	}{
+		{"synced, new directory", ctx, "chunks/0/1/1_0_3"},
+		{"synced, existing directory", ctx, "chunks/0/1/2_0_3"},
+		{"deferred, new directory", object.DeferSync(ctx), "chunks/0/2/3_0_3"},
+		{"deferred, existing directory", object.DeferSync(ctx), "chunks/0/2/4_0_3"},
+	} {
+		if err := s.Put(tc.ctx, tc.key, strings.NewReader("abc")); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		fi, err := os.Stat(filepath.Join(dir, tc.key))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %v, want 0644", tc.name, fi.Mode().Perm())
+		}
+	}
+}
+
 // wrapped is a do-nothing decorator.
 type wrapped struct{ object.Store }
 
