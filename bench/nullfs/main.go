@@ -70,6 +70,11 @@ func main() {
 			MaxWrite:      1 << 20,
 			MaxBackground: 64,
 			EnableLocks:   true,
+			AllowOther:    os.Geteuid() == 0,
+			// As a Sluice mount: the kernel checks permissions against
+			// the attributes it caches, refreshing a directory's after
+			// every change of its entries (one GETATTR per create).
+			Options: []string{"default_permissions"},
 		},
 	})
 	if err != nil {
