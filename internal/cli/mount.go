@@ -36,6 +36,7 @@ type mountOptions struct {
 	entryCache    time.Duration
 	dirEntryCache time.Duration
 	negEntryCache time.Duration
+	readdirCache  bool
 	readOnly      bool
 	bufferSize    int64
 	maxUploads    int
@@ -148,6 +149,7 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	fl.Var(secondsValue{&o.entryCache}, "entry-cache", "how long the kernel caches file entries (seconds or a duration)")
 	fl.Var(secondsValue{&o.dirEntryCache}, "dir-entry-cache", "how long the kernel caches directory entries (seconds or a duration)")
 	fl.Var(secondsValue{&o.negEntryCache}, "negative-entry-cache", "how long the kernel caches that a name is missing (seconds or a duration; a name another mount creates stays hidden that long)")
+	fl.BoolVar(&o.readdirCache, "readdir-cache", false, "let the kernel keep directory listings and list a directory again without asking while it is unchanged (checked against the engine at every opendir); for trees listed over and over with long entry and attribute caches, such as git working trees")
 	fl.BoolVar(&o.readOnly, "read-only", false, "mount read-only: every change fails with EROFS")
 	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers (writers wait when it is used up) and, as much again, for the in-memory block cache (a plain number is MiB)")
 	fl.IntVar(&o.maxUploads, "max-uploads", o.maxUploads, "number of blocks uploaded concurrently")
@@ -406,7 +408,7 @@ func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options
 		SessionInfo:  meta.SessionInfo{MountPoint: mp, Version: Version},
 	}
 	opts.VFS = vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache,
-		DirEntryTimeout: o.dirEntryCache, NegEntryTimeout: o.negEntryCache,
+		DirEntryTimeout: o.dirEntryCache, NegEntryTimeout: o.negEntryCache, ReaddirCache: o.readdirCache,
 		HideInternal: o.hideInternal, Settings: mountSettings{MetaURL: o.metaURL, MountPoint: mp, Version: Version, PID: os.Getpid(), Flags: o.flags}}
 	return opts
 }

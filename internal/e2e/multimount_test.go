@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -319,4 +323,77 @@ func TestReopenAfterSameSizeWrite(t *testing.T) {
 			t.Fatalf("round %d: the writer re-reads %d bytes, %v", i, len(got), err)
 		}
 	}
+}
+
+// TestReaddirCache lists a directory on a mount with --readdir-cache and
+// five-minute kernel caches. Listing it again while it is unchanged sends
+// no READDIR to the mount; a change, made on another mount or on this
+// one, shows in the very next listing (each opendir checks the directory
+// against the engine), after which listings come from the kernel again.
+func TestReaddirCache(t *testing.T) {
+	v := newVolume(t)
+	a, b := v.mnt, filepath.Join(v.dir, "mnt2")
+	v.mountAt(t, a, "--readdir-cache", "--attr-cache", "300", "--entry-cache", "300", "--dir-entry-cache", "300")
+	v.mountAt(t, b)
+	d := filepath.Join(a, "d")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 10 {
+		name := fmt.Sprintf("f%d", i)
+		write(t, filepath.Join(d, name), nil)
+		want = append(want, name)
+	}
+	list := func(what string) {
+		t.Helper()
+		names, err := readDirNames(d)
+		sort.Strings(want)
+		if err != nil || !slices.Equal(names, want) {
+			t.Fatalf("%s: a lists %v, %v; want %v", what, names, err, want)
+		}
+	}
+	// cached lists d three times and checks that the last two did not
+	// reach the mount.
+	cached := func(what string) {
+		t.Helper()
+		list(what)
+		before := readdirRequests(t, a)
+		list(what)
+		list(what)
+		if n := readdirRequests(t, a) - before; n != 0 {
+			t.Errorf("%s: listing an unchanged directory twice sent %d READDIR requests, want none", what, n)
+		}
+	}
+	cached("first listings")
+
+	write(t, filepath.Join(b, "d", "new"), nil)
+	if err := os.Remove(filepath.Join(b, "d", "f3")); err != nil {
+		t.Fatal(err)
+	}
+	want = append(slices.DeleteFunc(want, func(n string) bool { return n == "f3" }), "new")
+	cached("after b changed the directory")
+
+	write(t, filepath.Join(d, "mine"), nil)
+	want = append(want, "mine")
+	cached("after a changed the directory")
+}
+
+// readdirRequests returns how many READDIR and READDIRPLUS requests the
+// mount at mnt has served, from its .stats file.
+func readdirRequests(t *testing.T, mnt string) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(readFile(t, filepath.Join(mnt, ".stats")), "\n") {
+		for _, m := range []string{"readdir", "readdirplus"} {
+			if v, ok := strings.CutPrefix(line, `sluice_fuse_ops_duration_seconds_count{method="`+m+`"} `); ok {
+				c, err := strconv.Atoi(strings.TrimSpace(v))
+				if err != nil {
+					t.Fatalf("stats line %q: %v", line, err)
+				}
+				n += c
+			}
+		}
+	}
+	return n
 }

@@ -148,6 +148,12 @@ func (fs *fileSystem) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *go
 		return fs.status("opendir", err)
 	}
 	out.Fh = fh
+	if fs.v.CacheDir() {
+		out.OpenFlags |= gofuse.FOPEN_CACHE_DIR
+		if fs.v.KeepCache(fh) {
+			out.OpenFlags |= gofuse.FOPEN_KEEP_CACHE
+		}
+	}
 	return gofuse.OK
 }
 

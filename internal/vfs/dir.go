@@ -54,8 +54,26 @@ func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
 	if ino == meta.RootIno && !v.conf.HideInternal {
 		d.internal = v.internalEntries()
 	}
-	return v.addHandle(&handle{ino: ino, dir: d}), nil
+	keep := false
+	if v.conf.ReaddirCache {
+		// The kernel keeps a listing while the directory's modification
+		// time it caches is the one it had when it listed (it fetches the
+		// attributes again once they expire). So the listing is this
+		// version's unless the kernel may hold other attributes than a:
+		// then it drops the listing now (no KeepCache) and, told to
+		// forget the attributes, tags the new listing with a's time.
+		keep = !v.view.attrChanged(a)
+		if !keep {
+			v.invalidateInode(ino, false)
+		}
+	}
+	return v.addHandle(&handle{ino: ino, dir: d, keep: keep}), nil
 }
+
+// CacheDir reports whether the kernel may keep directory listings
+// (Config.ReaddirCache); KeepCache tells, per open directory, whether it
+// may list again from what it kept.
+func (v *VFS) CacheDir() bool { return v.conf.ReaddirCache }
 
 // ReleaseDir closes a directory handle.
 func (v *VFS) ReleaseDir(fh uint64) {

@@ -39,10 +39,10 @@ func (v *VFS) kernelCache() Kernel {
 
 // kernelView remembers what the kernel may still cache: the names it was
 // given in each directory, found or missing, and the length and
-// modification time of each regular file whose attributes it was given
-// (what decides where the kernel stops reading and appends, and whether
-// it keeps its pages; a change of the change time alone, by a rename or a
-// chmod, does not count). The kernel forgets an entry
+// modification time of each regular file and directory whose attributes
+// it was given (what decides where the kernel stops reading and appends,
+// and whether it keeps its pages or its listing of a directory; a change
+// of the change time alone, by a rename or a chmod, does not count). The kernel forgets an entry
 // or an attribute once its timeout passes, so the view only needs to keep
 // each record for that long. It keeps two generations of maps and drops
 // the older one every period, which keeps every record for at least one
@@ -68,7 +68,8 @@ func newViewGen() viewGen {
 	return viewGen{names: map[meta.Ino]map[string]struct{}{}, attrs: map[meta.Ino]kernelAttr{}}
 }
 
-// kernelAttr is what the view keeps of a file's attributes.
+// kernelAttr is what the view keeps of a file's or a directory's
+// attributes.
 type kernelAttr struct {
 	length    uint64
 	mtime     int64
@@ -138,7 +139,7 @@ func (kv *kernelView) name(parent meta.Ino, name []byte) {
 
 // attr records that the kernel was given the attributes a.
 func (kv *kernelView) attr(a *meta.Attr) {
-	if a == nil || a.Type != store.TypeFile || !kv.lock() {
+	if a == nil || (a.Type != store.TypeFile && a.Type != store.TypeDir) || !kv.lock() {
 		return
 	}
 	defer kv.mu.Unlock()

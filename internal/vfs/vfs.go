@@ -56,6 +56,13 @@ type Config struct {
 	// not exist. A name another mount creates stays hidden from this one
 	// for that long, so it is 0 unless asked for.
 	NegEntryTimeout time.Duration
+	// ReaddirCache lets the kernel keep a directory's listing and serve
+	// it again without READDIR requests while the directory is unchanged
+	// (OpenDir checks that against the engine, so a listing is never
+	// older than its opendir). Listings from the kernel's cache carry no
+	// attributes, unlike READDIRPLUS, so it pays off only where entries
+	// and attributes are cached for long.
+	ReaddirCache bool
 	// Controls are the operations of the control channel (the internal
 	// file .control, package control), by name. The "compact" control is
 	// added when Compactor is set.
@@ -111,7 +118,7 @@ type VFS struct {
 type handle struct {
 	ino   meta.Ino
 	flags uint32
-	keep  bool        // the kernel may keep its pages of the file (KeepCache)
+	keep  bool        // the kernel may keep its pages of the file or its listing of the directory (KeepCache)
 	read  atomic.Bool // the first read recorded the access time
 	file  *openFile   // regular files
 	dir   *dirStream  // directories
