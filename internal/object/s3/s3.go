@@ -23,8 +23,10 @@ package s3
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -231,15 +233,10 @@ func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadC
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	// The body is not signed (no SHA-256 of every 64 KiB, which took a
 	// third of a writing mount's CPU over plain HTTP); its integrity is a
-	// CRC-32C the server checks, sent as a header or a trailer. A server
-	// that refuses that gets signed bodies from then on.
+	// CRC-32C the server checks. A server that refuses that gets signed
+	// bodies from then on.
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", PartSize: uint64(s.partSize),
 		NumThreads: uint(s.threads)}
-	unsigned := !s.signed.Load()
-	if unsigned {
-		opts.DisableContentSha256 = true
-		opts.Checksum = minio.ChecksumCRC32C
-	}
 	size := knownSize(r)
 	if size < 0 {
 		// Read up to one part: a small object then goes in one PUT with a
@@ -256,6 +253,23 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 			opts.ConcurrentStreamParts = s.threads > 1
 		}
 	}
+	unsigned := !s.signed.Load()
+	if unsigned {
+		opts.DisableContentSha256 = true
+		rs, seekable := r.(io.ReadSeeker)
+		if seekable && size >= 0 && size <= s.partSize {
+			// One PUT of a body at hand (a block): its CRC-32C goes in a
+			// header and the body as it is. A trailer would wrap the body
+			// in aws-chunked encoding, which both ends then pay for.
+			sum, err := crc32c(rs)
+			if err != nil {
+				return fmt.Errorf("%s: put %q: read: %w", s, key, err)
+			}
+			opts.UserMetadata = map[string]string{"x-amz-checksum-crc32c": sum}
+		} else {
+			opts.Checksum = minio.ChecksumCRC32C
+		}
+	}
 	_, err := s.client.PutObject(ctx, s.bucket, key, r, size, opts)
 	if err != nil && unsigned && refusesUnsignedBodies(err) {
 		s.signed.Store(true)
@@ -269,6 +283,23 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 		return s.classify("put", key, err)
 	}
 	return nil
+}
+
+// crc32c returns the base64 CRC-32C (Castagnoli) of what is left of rs,
+// and seeks back to where it started.
+func crc32c(rs io.ReadSeeker) (string, error) {
+	start, err := rs.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return "", err
+	}
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	if _, err := io.Copy(h, rs); err != nil {
+		return "", err
+	}
+	if _, err := rs.Seek(start, io.SeekStart); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(h.Sum(nil)), nil
 }
 
 // refusesUnsignedBodies tells whether a PUT failed because the server

@@ -497,9 +497,11 @@ func (h *headerLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.next.RoundTrip(r)
 }
 
-// TestPutChecksum checks that bodies go unsigned with a CRC-32C (a
-// trailer, or a header when known first), single PUTs and parts alike, and that the server refuses a body damaged
-// on the way: the checksum is what keeps a block whole.
+// TestPutChecksum checks that bodies go unsigned with a CRC-32C, single
+// PUTs and parts alike: in a header for a single PUT (a block, whose body
+// is at hand), in a trailer for the parts of a streamed multipart upload.
+// And that the server refuses a body damaged on the way: the checksum is
+// what keeps a block whole.
 func TestPutChecksum(t *testing.T) {
 	cfg := serverConfig(t)
 	log := &headerLog{next: http.DefaultTransport}
@@ -519,6 +521,9 @@ func TestPutChecksum(t *testing.T) {
 		header := log.trailer[i] != "" && !trailer
 		if !(h == "STREAMING-UNSIGNED-PAYLOAD-TRAILER" && trailer) && !(h == "UNSIGNED-PAYLOAD" && header) {
 			t.Errorf("PUT %d: content hash %q, trailer %q; want an unsigned body with a CRC-32C", i, h, log.trailer[i])
+		}
+		if i == 0 && !header {
+			t.Errorf("the single PUT of a body at hand has its CRC-32C in a trailer (%q), not a header", log.trailer[i])
 		}
 	}
 	if len(log.hashes) < 4 {
