@@ -1,6 +1,9 @@
 package chunk
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // budget bounds the bytes held by write buffers of a mount. acquire
 // blocks while the budget is exhausted, so writers slow down rather than
@@ -39,6 +42,27 @@ func (b *budget) waitBelow() {
 		b.cond.Wait()
 	}
 	b.mu.Unlock()
+}
+
+// waitBelowFor is waitBelow for at most d; it reports whether less than
+// the limit is in use.
+func (b *budget) waitBelowFor(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	t := time.AfterFunc(d, func() {
+		b.mu.Lock()
+		b.cond.Broadcast()
+		b.mu.Unlock()
+	})
+	defer t.Stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.used >= b.limit {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		b.cond.Wait()
+	}
+	return true
 }
 
 // release returns n bytes.

@@ -52,6 +52,10 @@ const (
 	maxAge    = 5 * time.Second
 )
 
+// pressureWait is how long a writer under memory pressure waits for its
+// commits to free room before it freezes the block it is filling too.
+const pressureWait = 100 * time.Millisecond
+
 // wslice is a slice being written.
 type wslice struct {
 	idx     uint32
@@ -83,10 +87,17 @@ func (s *Store) NewWriter(ino meta.Ino, c Committer) *FileWriter {
 func (w *FileWriter) Write(ctx context.Context, p []byte, off uint64) error {
 	if w.s.buffers.over() {
 		// Under pressure: push this file's buffers out and wait for room.
+		// The block being filled stays while commits free room; when
+		// they have not within pressureWait, it goes too.
 		w.mu.Lock()
-		w.finishAllLocked()
+		w.relieveLocked(false)
 		w.mu.Unlock()
-		w.s.buffers.waitBelow()
+		if !w.s.buffers.waitBelowFor(pressureWait) {
+			w.mu.Lock()
+			w.relieveLocked(true)
+			w.mu.Unlock()
+			w.s.buffers.waitBelow()
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -405,6 +416,77 @@ func (w *FileWriter) waitPrev(sl *wslice) {
 			return
 		}
 	}
+}
+
+// relieveLocked frees this file's buffers under memory pressure: it
+// freezes its pending slices, which then commit and release their blocks.
+// The newest slice of a chunk, the one a sequential writer is filling,
+// is frozen only up to its last whole block: the block being filled moves
+// to a new slice that continues it. Freezing it too would store a short
+// block each time, which costs an object, a request and (short blocks are
+// cached) a copy into the disk cache; four writers onto S3 made one in
+// four of their blocks short that way. A newest slice shorter than a
+// block is left alone while slices of the file are committing, whose
+// buffers will free room, unless all is set.
+func (w *FileWriter) relieveLocked(all bool) {
+	bs := uint32(w.s.conf.BlockSize)
+	committing := false
+	for _, list := range w.mu.chunks {
+		for _, sl := range list {
+			committing = committing || sl.frozen
+		}
+	}
+	type tail struct {
+		idx uint32
+		sl  *wslice
+	}
+	var tails []tail
+	for idx, list := range w.mu.chunks {
+		for i, sl := range list {
+			if sl.frozen {
+				continue
+			}
+			if i == len(list)-1 && !all && sl.length%bs != 0 {
+				full := sl.length / bs
+				if full == 0 {
+					tails = append(tails, tail{idx, nil}) // decided below
+					continue
+				}
+				tails = append(tails, tail{idx, w.splitLocked(sl, full)})
+			}
+			w.finishLocked(sl)
+			committing = true
+		}
+	}
+	for _, t := range tails {
+		list := w.mu.chunks[t.idx]
+		if t.sl != nil {
+			w.mu.chunks[t.idx] = append(list, t.sl)
+		} else if !committing {
+			w.finishLocked(list[len(list)-1])
+		}
+	}
+}
+
+// splitLocked cuts sl after its first full blocks and returns a new slice
+// holding the rest (less than a block), to be committed after sl. The
+// caller puts it in the chunk's list.
+func (w *FileWriter) splitLocked(sl *wslice, full uint32) *wslice {
+	bs := uint32(w.s.conf.BlockSize)
+	rest := sl.blocks[full:]
+	var held int64
+	for _, b := range rest {
+		held += int64(cap(b))
+	}
+	now := time.Now()
+	t := &wslice{idx: sl.idx, pos: sl.pos + full*bs, length: sl.length - full*bs,
+		blocks: append([][]byte(nil), rest...), held: held, prev: sl,
+		done: make(chan struct{}), created: now, touched: sl.touched}
+	clear(rest)
+	sl.blocks = sl.blocks[:full]
+	sl.length = full * bs
+	sl.held -= held
+	return t
 }
 
 func (w *FileWriter) finishAllLocked() []chan struct{} {

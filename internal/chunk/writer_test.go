@@ -459,6 +459,60 @@ func TestBufferBudget(t *testing.T) {
 	}
 }
 
+// TestBufferPressureKeepsWholeBlocks writes a file sequentially in pieces
+// that do not divide the block size through a budget of a few blocks:
+// the budget forces commits, and every committed slice but the last still
+// ends on a block boundary, so no block but the file's last is short.
+func TestBufferPressureKeepsWholeBlocks(t *testing.T) {
+	e := newEnv(t, nil, Config{BufferSize: 4 * testBlockSize, MaxUploads: 2})
+	ino := e.newFile(t, "f")
+	w := e.s.NewWriter(ino, e.c)
+	data := pattern(3, 40*testBlockSize+1000)
+	within(t, 30*time.Second, "writing 40 blocks through a 4-block buffer", func() error {
+		if err := writeSeq(e.ctx, w, data, 0, 24<<10); err != nil {
+			return err
+		}
+		return w.Flush(e.ctx)
+	})
+	var m fileModel
+	m.write(data, 0)
+	e.check(t, nil, ino, &m)
+	ss := e.slices(t, ino, 0)
+	if len(ss) < 2 {
+		t.Fatalf("40 blocks through a 4-block buffer committed %d slices; the budget never forced a commit", len(ss))
+	}
+	for i, s := range ss[:len(ss)-1] {
+		if s.Size%testBlockSize != 0 || s.Pos%testBlockSize != 0 {
+			t.Errorf("slice %d of %d at %d: %d bytes, not whole blocks", i, len(ss), s.Pos, s.Size)
+		}
+	}
+	if used := budgetUsed(e.s); used != 0 {
+		t.Errorf("budget still holds %d bytes after Flush", used)
+	}
+}
+
+// TestBufferPressureBelowOneBlock writes through a budget smaller than one
+// block, so the block being filled must be frozen for room: the writer
+// still gets through, and the file reads back whole.
+func TestBufferPressureBelowOneBlock(t *testing.T) {
+	e := newEnv(t, nil, Config{BufferSize: testBlockSize / 4})
+	ino := e.newFile(t, "f")
+	w := e.s.NewWriter(ino, e.c)
+	data := pattern(4, 4*testBlockSize)
+	within(t, 30*time.Second, "writing 4 blocks through a quarter-block buffer", func() error {
+		if err := writeSeq(e.ctx, w, data, 0, 3<<10); err != nil {
+			return err
+		}
+		return w.Flush(e.ctx)
+	})
+	var m fileModel
+	m.write(data, 0)
+	e.check(t, nil, ino, &m)
+	if used := budgetUsed(e.s); used != 0 {
+		t.Errorf("budget still holds %d bytes after Flush", used)
+	}
+}
+
 // TestBufferBudgetIdleWriter fills (part of) the shared budget from one
 // file that then goes idle without flushing, like an open file nobody
 // writes to: the writer of another file must still make progress.
