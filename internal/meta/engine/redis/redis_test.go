@@ -147,7 +147,7 @@ func TestKV(t *testing.T) {
 				d := openDB(t, freshURL(t, s.env))
 				t.Cleanup(func() { d.Close() })
 				return d
-			}, kvtest.Options{})
+			}, kvtest.Options{Blind: true})
 		})
 	}
 }

@@ -619,14 +619,7 @@ func (t *txn) settleOrFail(k string) {
 // settleRange settles the keys in [lo, hi) appended or added to, which a
 // scan is about to read.
 func (t *txn) settleRange(lo, hi string) error {
-	for k := range t.appends {
-		if k >= lo && k < hi {
-			if err := t.settle(k); err != nil {
-				return err
-			}
-		}
-	}
-	for k := range t.adds {
+	for _, k := range t.blindKeys() {
 		if k >= lo && k < hi {
 			if err := t.settle(k); err != nil {
 				return err

@@ -29,6 +29,10 @@ var errNoAdd = errors.New("no kvstore.Adder")
 type Options struct {
 	// Snapshot: every read of one View sees the same committed state.
 	Snapshot bool
+	// Blind: the adapter's Txn implements kvstore.Appender and
+	// kvstore.Adder. Their tests run only then, and fail when the
+	// adapter declares them but its Txn does not have them.
+	Blind bool
 }
 
 // Run checks the adapter contract below kvstore: read-your-writes,
@@ -37,7 +41,8 @@ type Options struct {
 // scanned range) must conflict unless the DB declares, through
 // kvstore.Limiter, that it misses them, and must not otherwise: the
 // declaration the core plans with is checked here. A View must read one
-// snapshot when opts say so.
+// snapshot when opts say so, and appends and adds (kvstore.Appender,
+// kvstore.Adder) are checked when opts declare them.
 //
 // Every key the test uses starts with "t", and every range it scans lies
 // inside [t, u): kvstore scans only inside one record family (see the key
@@ -65,6 +70,20 @@ func Run(t *testing.T, newDB func(t *testing.T) kvstore.DB, opts Options) {
 			fmt.Fprintf(&b, "%s=%s ", bytes.TrimPrefix(p.Key, []byte("t")), p.Value)
 		}
 		return b.String()
+	}
+
+	// stored checks what a View scans of the test keys, as format shows it.
+	stored := func(t *testing.T, db kvstore.DB, format func([]kvstore.Pair) string, want string) {
+		t.Helper()
+		if err := db.View(ctx, func(tx kvstore.Txn) error {
+			ps, err := tx.Scan(k(""), all, 0)
+			if got := format(ps); err != nil || got != want {
+				return fmt.Errorf("after commit: %s, %v; want %s", got, err, want)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	t.Run("ReadYourWrites", func(t *testing.T) {
@@ -249,6 +268,9 @@ func Run(t *testing.T, newDB func(t *testing.T) kvstore.DB, opts Options) {
 	})
 
 	t.Run("Append", func(t *testing.T) {
+		if !opts.Blind {
+			t.Skip("the adapter does not declare kvstore.Appender (Options.Blind is false)")
+		}
 		db := newDB(t)
 		set(t, db, "a", "1", "b", "2", "c", "3", "x", "7")
 		appendTo := func(tx kvstore.Txn, key, suffix string) error {
@@ -296,22 +318,14 @@ func Run(t *testing.T, newDB func(t *testing.T) kvstore.DB, opts Options) {
 			return nil
 		})
 		if errors.Is(err, errNoAppend) {
-			t.Skip("the adapter does not implement kvstore.Appender")
+			t.Fatal("Options.Blind is set, but the adapter's Txn does not implement kvstore.Appender")
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		check := func(want string) {
 			t.Helper()
-			if err := db.View(ctx, func(tx kvstore.Txn) error {
-				ps, err := tx.Scan(k(""), all, 0)
-				if got := keys(ps); err != nil || got != want {
-					return fmt.Errorf("after commit: %s, %v; want %s", got, err, want)
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			stored(t, db, keys, want)
 		}
 		check("a=1xq b=st c=u m=1 n=yz w=9 x=78 ")
 
@@ -350,6 +364,9 @@ func Run(t *testing.T, newDB func(t *testing.T) kvstore.DB, opts Options) {
 	})
 
 	t.Run("Add", func(t *testing.T) {
+		if !opts.Blind {
+			t.Skip("the adapter does not declare kvstore.Adder (Options.Blind is false)")
+		}
 		db := newDB(t)
 		num := func(n int64) string { return string(binary.BigEndian.AppendUint64(nil, uint64(n))) }
 		set(t, db, "c", num(5), "bad", "xyz")
@@ -382,15 +399,7 @@ func Run(t *testing.T, newDB func(t *testing.T) kvstore.DB, opts Options) {
 		}
 		check := func(want string) {
 			t.Helper()
-			if err := db.View(ctx, func(tx kvstore.Txn) error {
-				ps, err := tx.Scan(k(""), all, 0)
-				if got := sums(ps); err != nil || got != want {
-					return fmt.Errorf("after commit: %s, %v; want %s", got, err, want)
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			stored(t, db, sums, want)
 		}
 		err := db.Update(ctx, func(tx kvstore.Txn) error {
 			// c and z stay unread to the commit; y goes negative; w and
@@ -405,7 +414,7 @@ func Run(t *testing.T, newDB func(t *testing.T) kvstore.DB, opts Options) {
 			return adds(tx, "v", -4)
 		})
 		if errors.Is(err, errNoAdd) {
-			t.Skip("the adapter does not implement kvstore.Adder")
+			t.Fatal("Options.Blind is set, but the adapter's Txn does not implement kvstore.Adder")
 		}
 		if err != nil {
 			t.Fatal(err)
