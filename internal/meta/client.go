@@ -548,6 +548,21 @@ func (c *Client) flushUsage(ctx context.Context) error {
 	return err
 }
 
+// flushTimeout bounds a periodic usage flush that Close waits for.
+const flushTimeout = 10 * time.Second
+
+// flushUsageDetached runs a periodic flush that Close cannot cut short. A
+// flush cancelled while its commit is on the wire has an unknown outcome:
+// the engine may have applied it after the client gave up, and flushUsage,
+// seeing an error, keeps the deltas for the next flush, which would count
+// them twice. So the flush runs to its end (or flushTimeout) and Close, which
+// waits for the background loop, flushes only what is left.
+func (c *Client) flushUsageDetached(ctx context.Context) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
+	return c.flushUsage(fctx)
+}
+
 // background owns the periodic work of a client: usage flushes,
 // heartbeats (which reload the volume's settings), data deletion and
 // trash expiry. It stops when ctx is cancelled.
@@ -567,7 +582,7 @@ func (c *Client) background(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if err := c.flushUsage(ctx); err != nil && ctx.Err() == nil {
+		if err := c.flushUsageDetached(ctx); err != nil {
 			c.log.Warn("flush usage counters", "err", err)
 		}
 		if time.Since(lastBeat) >= c.conf.Heartbeat {
