@@ -370,6 +370,10 @@ func startBackups(vol *volume.Volume, o *mountOptions, log *slog.Logger) (stop f
 // cache is at least that long.
 const dirAttrReuse = 100 * time.Millisecond
 
+// statahead is the longest meta.Config.Statahead of a mount: a listing
+// older than that answers no lookup, whatever the kernel's cache times.
+const statahead = time.Second
+
 // volumeOptions maps the mount's flags onto the options of volume.Open,
 // for a mount at mp that logs to log.
 func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options {
@@ -404,8 +408,12 @@ func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options
 		// change): answer those from this mount's own change for a
 		// moment, never longer than the kernel itself may cache them.
 		DirAttrReuse: min(o.attrCache, dirAttrReuse),
-		AtimeMode:    o.atimeMode,
-		SessionInfo:  meta.SessionInfo{MountPoint: mp, Version: Version},
+		// Lookups of a directory walked name after name answer from one
+		// listing of it; each answer is cached by the kernel only for
+		// what is left of these times after its listing was read.
+		Statahead:   min(o.entryCache, o.attrCache, statahead),
+		AtimeMode:   o.atimeMode,
+		SessionInfo: meta.SessionInfo{MountPoint: mp, Version: Version},
 	}
 	opts.VFS = vfs.Config{AttrTimeout: o.attrCache, EntryTimeout: o.entryCache,
 		DirEntryTimeout: o.dirEntryCache, NegEntryTimeout: o.negEntryCache, ReaddirCache: o.readdirCache,

@@ -8,6 +8,7 @@ package fuse
 import (
 	"log/slog"
 	"syscall"
+	"time"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 
@@ -79,14 +80,21 @@ func fillAttr(a *meta.Attr, out *gofuse.Attr) {
 }
 
 func (fs *fileSystem) fillEntry(a *meta.Attr, out *gofuse.EntryOut) {
+	fs.fillAgedEntry(a, 0, out)
+}
+
+// fillAgedEntry fills an entry read age ago: the kernel may cache it for
+// what is left of its cache times, so that nothing it holds is older than
+// they allow.
+func (fs *fileSystem) fillAgedEntry(a *meta.Attr, age time.Duration, out *gofuse.EntryOut) {
 	out.NodeId = uint64(a.Ino)
 	fillAttr(a, &out.Attr)
+	entry := fs.conf.EntryTimeout
 	if a.Type == store.TypeDir {
-		out.SetEntryTimeout(fs.conf.DirEntryTimeout)
-	} else {
-		out.SetEntryTimeout(fs.conf.EntryTimeout)
+		entry = fs.conf.DirEntryTimeout
 	}
-	out.SetAttrTimeout(fs.conf.AttrTimeout)
+	out.SetEntryTimeout(max(entry-age, 0))
+	out.SetAttrTimeout(max(fs.conf.AttrTimeout-age, 0))
 }
 
 func (fs *fileSystem) attrOut(a *meta.Attr, out *gofuse.AttrOut) {
@@ -97,7 +105,7 @@ func (fs *fileSystem) attrOut(a *meta.Attr, out *gofuse.AttrOut) {
 func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
 	ctx := fs.ctx(cancel, h)
 	defer ctx.end()
-	a, err := fs.v.Lookup(ctx, meta.Ino(h.NodeId), []byte(name))
+	a, age, err := fs.v.LookupAged(ctx, meta.Ino(h.NodeId), []byte(name))
 	if meta.Errno(err) == syscall.ENOENT && fs.conf.NegEntryTimeout > 0 {
 		// A reply without a node caches the name's absence, so repeated
 		// misses (PATH and include searches) stay in the kernel; a name
@@ -109,7 +117,7 @@ func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name st
 	if err != nil {
 		return fs.status("lookup", err)
 	}
-	fs.fillEntry(a, out)
+	fs.fillAgedEntry(a, age, out)
 	return gofuse.OK
 }
 

@@ -94,6 +94,11 @@ type Config struct {
 	// without a round trip (see recentDirs); keep it at most the kernel's
 	// attribute cache time. 0, the default, always reads the engine.
 	DirAttrReuse time.Duration
+	// Statahead lets the kernel's lookups of names in a directory walked
+	// name after name answer from one listing of it read up to this long
+	// ago (see statahead); keep it at most the kernel's entry and
+	// attribute cache times. 0, the default, reads the engine each time.
+	Statahead time.Duration
 	// DirMtimeSkip lets a change of a directory's entries leave its times
 	// alone when they were set less than this long ago (and its link
 	// count does not change), so concurrent creates in one directory do
@@ -190,6 +195,8 @@ type Client struct {
 
 	// recent remembers the directories this client's changes committed.
 	recent recentDirs
+	// ahead answers lookups from listings of directories being walked.
+	ahead statahead
 
 	// delMu serializes rounds of the deletion queues (background and
 	// FlushDeletions), so that one client never works on a slice twice.
@@ -379,6 +386,10 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	st = Bound(st, conf.OpTimeout)
 	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, batch: batch, done: make(chan struct{}),
 		recent: recentDirs{ttl: conf.DirAttrReuse, now: conf.Now}}
+	if conf.Statahead > 0 {
+		c.ahead = statahead{ttl: conf.Statahead, now: conf.Now}
+		c.st = aheadStore{Store: c.st, s: &c.ahead}
+	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

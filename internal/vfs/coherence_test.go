@@ -78,11 +78,11 @@ type mount struct {
 }
 
 // mount returns a new mount of the volume with kernel caches of a second,
-// as a mount with default options has.
+// and the statahead, as a mount with default options has.
 func (vol *volume) mount(t *testing.T) *mount {
 	t.Helper()
 	ctx := context.Background()
-	c, err := meta.NewClient(ctx, vol.st, meta.Config{})
+	c, err := meta.NewClient(ctx, vol.st, meta.Config{Statahead: time.Second})
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}
@@ -303,6 +303,43 @@ func TestLockDropsNamesOfItsDirectory(t *testing.T) {
 		t.Errorf("entries dropped at lock: %v, want %v", entries, want)
 	}
 	a.close(t, fh)
+}
+
+// TestLockBringsNamesPastStatahead: under a lock, a name next to the
+// locked file that another mount removed is gone, even where this mount
+// listed the directory a moment before (SQLite's hot-journal check after
+// a walk of its directory).
+func TestLockBringsNamesPastStatahead(t *testing.T) {
+	vol := newVolume(t, 0)
+	a, b := vol.mount(t), vol.mount(t)
+	ino := a.create(t, "db", []byte("x"))
+	for _, name := range []string{"a", "b", "db-journal"} {
+		a.create(t, name, []byte("y"))
+	}
+	lookup := func(name string) error {
+		_, _, err := b.LookupAged(as(1), meta.RootIno, []byte(name))
+		return err
+	}
+	// Three names found in a row list the directory on b.
+	for _, name := range []string{"a", "b", "db"} {
+		if err := lookup(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Unlink(as(1), meta.RootIno, []byte("db-journal")); err != nil {
+		t.Fatal(err)
+	}
+	if err := lookup("db-journal"); err != nil {
+		t.Fatalf("db-journal from b's listing: %v", err) // allowed, and shows the listing is there
+	}
+	fh := b.open(t, ino)
+	if err := lockKinds[0].lock(b, ino, fh); err != nil {
+		t.Fatal(err)
+	}
+	if err := lookup("db-journal"); meta.Errno(err) != syscall.ENOENT {
+		t.Fatalf("db-journal under the lock: %v, want ENOENT", err)
+	}
+	b.close(t, fh)
 }
 
 // TestOpenOfReplacedFileIsStale checks close-to-open across a rename over

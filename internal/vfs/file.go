@@ -430,6 +430,7 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 	if gone, changed := unlinked(a), a.Type == store.TypeFile && v.view.attrChanged(a); gone || changed {
 		if v.stale.refuse(ino, pid) {
 			v.meta.Release(context.WithoutCancel(ctx), ino)
+			v.forgetAhead(ino) // the lookup again must reach the engine
 			return nil, 0, syscall.ESTALE
 		}
 		if changed {

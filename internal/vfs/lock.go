@@ -105,8 +105,10 @@ func (v *VFS) invalidateInode(ino meta.Ino, data bool) {
 }
 
 // invalidateNames drops the kernel's entries of dir that it may still
-// cache.
+// cache, and the metadata client's listing of dir (see LookerAhead), so
+// that the next lookups in dir reach the engine.
 func (v *VFS) invalidateNames(dir meta.Ino) {
+	v.forgetAhead(dir)
 	k := v.kernelCache()
 	if k == nil {
 		return
@@ -115,5 +117,13 @@ func (v *VFS) invalidateNames(dir meta.Ino) {
 		if err := k.InvalidateEntry(dir, []byte(name)); err != nil && !errors.Is(err, syscall.ENOENT) {
 			v.log().Warn("cannot invalidate the kernel's entry of a name", "dir", dir, "name", name, "err", err)
 		}
+	}
+}
+
+// forgetAhead drops what the metadata client's statahead holds of ino
+// (see LookerAhead).
+func (v *VFS) forgetAhead(ino meta.Ino) {
+	if la, ok := v.meta.(LookerAhead); ok {
+		la.ForgetAhead(ino)
 	}
 }

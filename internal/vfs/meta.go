@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 )
@@ -77,3 +78,15 @@ type Meta interface {
 }
 
 var _ Meta = (*meta.Client)(nil)
+
+// LookerAhead is the optional capability of a Meta that may answer the
+// kernel's lookups from a listing of the directory read a moment ago
+// (*meta.Client with Config.Statahead). LookupAhead returns how old its
+// answer is, which the mount takes off the kernel's cache times.
+// ForgetAhead drops the listing of a directory ino and every listed name
+// leading to ino, where the next lookups must reach the engine (the
+// names next to a file just locked, the name of an inode found gone).
+type LookerAhead interface {
+	LookupAhead(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, time.Duration, error)
+	ForgetAhead(ino meta.Ino)
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicefs/sluice/internal/chunk"
+	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlite"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/object"
@@ -29,6 +30,8 @@ func TestSuite(t *testing.T) {
 				Chunk: chunk.Config{CacheDirs: []string{t.TempDir()}, Writeback: true,
 					MaxReadahead: 4 * vfstest.BlockSize, Prefetch: 2},
 				VFS: vfs.Config{AttrTimeout: time.Second, EntryTimeout: time.Second, DirEntryTimeout: time.Second},
+				// As a mount with these cache times sets them.
+				Meta: meta.Config{Statahead: time.Second, DirAttrReuse: 100 * time.Millisecond},
 			}
 		}},
 		{"sqlite+file-bucket", func(t *testing.T) vfstest.Options {

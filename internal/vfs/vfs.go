@@ -203,21 +203,35 @@ func (v *VFS) withPending(a *meta.Attr) *meta.Attr {
 // Lookup finds name in parent. The access path caches the answer, found
 // or missing, as Config says.
 func (v *VFS) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error) {
+	a, _, err := v.LookupAged(ctx, parent, name)
+	return a, err
+}
+
+// LookupAged is Lookup for the kernel's lookups: the answer may come from
+// a listing of parent read a moment ago (see meta.Config.Statahead), and
+// age is how old it is, to be taken off the times the kernel may cache it.
+func (v *VFS) LookupAged(ctx context.Context, parent meta.Ino, name []byte) (_ *meta.Attr, age time.Duration, _ error) {
 	if f := internalByName(parent, name); f != nil {
-		return f.attr(v.started), nil
+		return f.attr(v.started), 0, nil
 	}
-	a, err := v.meta.Lookup(ctx, parent, name)
+	var a *meta.Attr
+	var err error
+	if la, ok := v.meta.(LookerAhead); ok {
+		a, age, err = la.LookupAhead(ctx, parent, name)
+	} else {
+		a, err = v.meta.Lookup(ctx, parent, name)
+	}
 	switch {
 	case err == nil:
 		v.view.entry(parent, name, a)
 	case errors.Is(err, meta.ErrNoInode):
 		// The directory itself is gone (another mount removed it, or
 		// renamed another over it): look the path up again.
-		return nil, v.staleIfGone(ctx, parent, err)
+		return nil, 0, v.staleIfGone(ctx, parent, err)
 	case v.conf.NegEntryTimeout > 0 && meta.Errno(err) == syscall.ENOENT:
 		v.view.name(parent, name)
 	}
-	return v.withPending(a), err
+	return v.withPending(a), age, err
 }
 
 // GetAttr returns the attributes of ino. An inode that no longer exists
@@ -248,6 +262,9 @@ func unlinked(a *meta.Attr) bool {
 // kernel reached the inode through a cached name, and retries the system
 // call after looking the name up again.
 func (v *VFS) staleIfGone(ctx context.Context, ino meta.Ino, err error) error {
+	if errors.Is(err, meta.ErrNoInode) {
+		v.forgetAhead(ino) // the kernel will look its name up again
+	}
 	if errors.Is(err, meta.ErrNoInode) && v.stale.refuse(ino, meta.CredOf(ctx).Pid) {
 		return syscall.ESTALE
 	}
