@@ -40,7 +40,8 @@ var dialect = sqlstore.Dialect{
 
 // Open opens the SQLite file at path and the volume in it (see
 // sqlstore.Open). With create false a missing file is an error rather
-// than a new empty database.
+// than a new empty database. The store checkpoints the file in the
+// background until it is closed (see checkpoint.go).
 func Open(ctx context.Context, path string, create bool) (store.Store, error) {
 	c, err := config(path, create)
 	if err != nil {
@@ -52,7 +53,12 @@ func Open(ctx context.Context, path string, create bool) (store.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open metadata file %s: %w", path, err)
 	}
-	return st, nil
+	ss, ok := st.(*sqlstore.Store)
+	if !ok {
+		st.Close()
+		return nil, fmt.Errorf("open metadata file %s: unexpected store %T", path, st)
+	}
+	return newStore(ss, c.Reader), nil
 }
 
 // config returns what Open opens for the file at path.
@@ -85,11 +91,11 @@ func pools(path string, create bool) (writer, reader *sql.DB, err error) {
 		return "file:" + url.PathEscape(path) + "?mode=" + mode +
 			"&_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_txlock=" + lock
 	}
-	writer, err = sql.Open("sqlite3", dsn("immediate"))
+	writer, err = sql.Open(driverName, dsn("immediate"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	reader, err = sql.Open("sqlite3", dsn("deferred"))
+	reader, err = sql.Open(driverName, dsn("deferred"))
 	if err != nil {
 		writer.Close()
 		return nil, nil, fmt.Errorf("open %s: %w", path, err)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlite"
 	"github.com/sluicefs/sluice/internal/meta/metatest"
@@ -174,4 +175,65 @@ func TestUpgradeAddsTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCheckpointsInBackground: commits leave the log alone (no commit
+// pays for a checkpoint, even past the 1,000 pages after which SQLite's
+// would), the store copies the log into the database file in the
+// background, and the file holds every commit once the store closed.
+func TestCheckpointsInBackground(t *testing.T) {
+	ctx := context.Background()
+	const n, valueSize = 1500, 3000
+	value := make([]byte, valueSize)
+	fill := func(t *testing.T, st store.Store) {
+		t.Helper()
+		for i := range n {
+			if err := st.Update(ctx, func(tx store.Tx) error {
+				tx.SetXattr(store.Ino(i+2), "user.x", value)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	size := func(t *testing.T, path string) int64 {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+
+	t.Run("commits", func(t *testing.T) {
+		defer sqlite.SetCheckpointEvery(time.Hour)()
+		path := filepath.Join(t.TempDir(), "meta.db")
+		st := open(t, path, true)
+		before := size(t, path)
+		fill(t, st)
+		if got := size(t, path); got > before {
+			t.Errorf("database file grew from %d to %d bytes during the commits: a commit checkpointed", before, got)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := size(t, path); got < before+n*valueSize {
+			t.Errorf("database file %d bytes after close, want at least %d: no last checkpoint", got, before+n*valueSize)
+		}
+	})
+	t.Run("background", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "meta.db")
+		st := open(t, path, true)
+		defer st.Close()
+		before := size(t, path)
+		fill(t, st)
+		deadline := time.Now().Add(5 * time.Second)
+		for size(t, path) < before+n*valueSize {
+			if time.Now().After(deadline) {
+				t.Fatalf("database file %d bytes 5 s after the commits, want at least %d: no checkpoint ran",
+					size(t, path), before+n*valueSize)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }
