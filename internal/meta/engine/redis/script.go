@@ -17,6 +17,7 @@ import (
 var (
 	commitScript = redis.NewScript(commitLua)
 	fetchScript  = redis.NewScript(fetchLua)
+	scanScript   = redis.NewScript(scanLua)
 )
 
 // commitLua checks what a transaction read and, if nothing changed,
@@ -183,6 +184,30 @@ if #next > 0 then
 end
 return out
 `
+
+// scanLua reads a range of a sorted set and the values of the data keys
+// its members name, in one round trip and one atomic step: the members
+// ZRANGEBYLEX returns from KEYS[1] between ARGV[2] and ARGV[3] (at most
+// ARGV[4]), followed by the values of ARGV[1] .. member (nil where a key
+// is missing). Scans with a count of at most scanScriptMax use it; MGET
+// goes by 1000 keys (Lua's unpack limit).
+const scanLua = `
+local ms = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
+local m, out = #ms, {}
+for i = 1, m do out[i] = ms[i] end
+for first = 1, m, 1000 do
+  local last, ks = math.min(first + 999, m), {}
+  for i = first, last do ks[#ks + 1] = ARGV[1] .. ms[i] end
+  local vs = redis.call('MGET', unpack(ks))
+  for i = first, last do out[m + i] = vs[i - first + 1] end
+end
+return out
+`
+
+// scanScriptMax is the largest count a scan reads with scanLua; a larger
+// or unbounded one reads members and values in two steps, so that no
+// script holds the server for long.
+const scanScriptMax = 4096
 
 // hashAbove is the value length from which commitLua compares a value by
 // its SHA-1 rather than sending it back.

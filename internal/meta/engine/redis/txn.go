@@ -288,6 +288,44 @@ func (t *txn) members(idx, min, max string, count int) ([]string, error) {
 	return ms, nil
 }
 
+// membersValues is members followed by a fetch of their values, in one
+// round trip (scanLua). Values the transaction has read or written before
+// stay as they were.
+func (t *txn) membersValues(idx, min, max string, count int) ([]string, error) {
+	res, err := scanScript.Run(t.ctx, t.d.c, []string{idx}, t.d.dataKey(""), min, max, count).Slice()
+	if err == nil && len(res)%2 != 0 {
+		err = fmt.Errorf("scan script returned %d values, not pairs", len(res))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	all, err := values(res)
+	if err != nil {
+		return nil, err
+	}
+	n := len(all) / 2
+	ms := make([]string, n)
+	for i := range n {
+		if all[i] == nil {
+			return nil, fmt.Errorf("redis: scan script returned a nil member")
+		}
+		ms[i] = string(all[i])
+	}
+	if t.update {
+		t.scans = append(t.scans, rangeCheck{idx: idx, min: min, max: max, count: count, digest: rangeDigest(ms)})
+	}
+	for i, k := range ms {
+		if _, ok := t.writes[k]; ok {
+			continue
+		}
+		if _, ok := t.reads[k]; ok {
+			continue
+		}
+		t.reads[k] = all[n+i]
+	}
+	return ms, nil
+}
+
 // Scan reads the range from the sorted set of the range's scan group, then
 // the values, and merges the transaction's buffered writes.
 func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
@@ -321,11 +359,13 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 		if limit > 0 {
 			batch = limit - len(out) + dels
 		}
-		ms, err := t.members(idx, from, "("+hi, batch)
-		if err != nil {
-			return nil, err
+		var ms []string
+		if batch > 0 && batch <= scanScriptMax {
+			ms, err = t.membersValues(idx, from, "("+hi, batch)
+		} else if ms, err = t.members(idx, from, "("+hi, batch); err == nil {
+			err = t.fetch(ms, false, nil, nil)
 		}
-		if err := t.fetch(ms, false, nil, nil); err != nil {
+		if err != nil {
 			return nil, err
 		}
 		for _, m := range ms {
