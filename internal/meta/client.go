@@ -596,6 +596,7 @@ func (c *Client) background(ctx context.Context) {
 		if err := c.flushUsageDetached(ctx); err != nil {
 			c.log.Warn("flush usage counters", "err", err)
 		}
+		c.ahead.prune()
 		if time.Since(lastBeat) >= c.conf.Heartbeat {
 			lastBeat = time.Now()
 			if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {

@@ -17,7 +17,10 @@ import (
 //
 // When: the third lookup in a row that the engine answered with a name
 // found in one directory, within Statahead, lists the directory (up to
-// maxListed entries; a bigger one is not listed again for a while).
+// maxListed entries). A bigger directory, or one whose listing answered
+// few of its names before it expired (lookups of a few names over and
+// over, each after the kernel forgot it), is not listed again for
+// restFor: a listing costs a read per entry, and must pay for itself.
 //
 // How fresh: a listing answers for Statahead after it was read, and
 // LookupAhead returns how old its answer is, so the mount takes that off
@@ -41,7 +44,7 @@ type statahead struct {
 	writing int    // transactions writing nodes or entries, under way
 	dirs    map[Ino]*listing
 	streak  map[Ino]streak
-	big     map[Ino]time.Time // directories found too big to list, and when
+	resting map[Ino]time.Time // directories not to list, and since when
 }
 
 // listing is one directory's entries with their attributes, as read at at.
@@ -50,6 +53,7 @@ type listing struct {
 	dir   Attr
 	names map[string]*Attr
 	byIno map[Ino][]string
+	hits  int // lookups answered
 }
 
 // streak counts the engine's answers found in one directory in a row.
@@ -62,13 +66,18 @@ const (
 	// aheadAfter is how many lookups in a row in one directory the engine
 	// answers before the directory is listed.
 	aheadAfter = 3
-	// maxListed bounds the entries of a listing: a bigger directory is
-	// not listed, for as long as a listing would last.
-	maxListed = 4096
+	// maxListed bounds the entries of a listing: about 4 ms of reads on
+	// SQLite, the time of some 60 lookups, and 200 KiB of memory.
+	maxListed = 1024
 	// maxListings bounds the directories listed at once, and maxStreaks
 	// those whose lookups are counted.
-	maxListings = 64
+	maxListings = 16
 	maxStreaks  = 1024
+	// restFor is how long a directory too big to list, or whose listing
+	// answered fewer than a quarter of its names (and fewer than
+	// paidHits), is not listed again.
+	restFor  = 10 * time.Second
+	paidHits = 64
 )
 
 func (s *statahead) on() bool { return s.ttl > 0 }
@@ -85,7 +94,7 @@ func (s *statahead) lookup(parent Ino, name []byte, cred Cred) (a *Attr, age tim
 		return nil, 0, false
 	}
 	if age = now.Sub(l.at); age >= s.ttl {
-		s.dropLocked(parent)
+		s.expireLocked(parent, l, now)
 		return nil, 0, false
 	}
 	n := l.names[string(name)]
@@ -95,6 +104,7 @@ func (s *statahead) lookup(parent Ino, name []byte, cred Cred) (a *Attr, age tim
 	if !cred.IsRoot() && (l.dir.Flags&FlagACL != 0 || !permits(cred, &l.dir, MayExec)) {
 		return nil, 0, false
 	}
+	l.hits++
 	cp := *n
 	return &cp, age, true
 }
@@ -105,11 +115,11 @@ func (s *statahead) found(parent Ino) bool {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if at, ok := s.big[parent]; ok {
-		if now.Sub(at) < s.ttl {
+	if at, ok := s.resting[parent]; ok {
+		if now.Sub(at) < restFor {
 			return false
 		}
-		delete(s.big, parent)
+		delete(s.resting, parent)
 	}
 	if s.streak == nil || len(s.streak) >= maxStreaks {
 		s.streak = map[Ino]streak{}
@@ -147,11 +157,9 @@ func (s *statahead) keep(gen uint64, at time.Time, dir *Attr, es []store.Edge, n
 	if gen != s.gen || s.writing != 0 {
 		return
 	}
+	s.pruneLocked(at)
 	if len(es) > maxListed {
-		if s.big == nil || len(s.big) >= maxListings {
-			s.big = map[Ino]time.Time{}
-		}
-		s.big[dir.Ino] = at
+		s.restLocked(dir.Ino, at)
 		return
 	}
 	l := &listing{at: at, dir: *dir, names: make(map[string]*Attr, len(es)), byIno: make(map[Ino][]string, len(es))}
@@ -167,19 +175,50 @@ func (s *statahead) keep(gen uint64, at time.Time, dir *Attr, es []store.Edge, n
 		s.dirs = map[Ino]*listing{}
 	}
 	if len(s.dirs) >= maxListings {
-		for ino, old := range s.dirs {
-			if at.Sub(old.at) >= s.ttl {
-				delete(s.dirs, ino)
-			}
-		}
-		if len(s.dirs) >= maxListings {
-			clear(s.dirs)
-		}
+		clear(s.dirs)
 	}
 	s.dirs[dir.Ino] = l
 }
 
 func (s *statahead) dropLocked(dir Ino) { delete(s.dirs, dir) }
+
+// expireLocked drops the listing l of dir, which is too old to answer,
+// and rests dir when the listing did not pay for itself.
+func (s *statahead) expireLocked(dir Ino, l *listing, now time.Time) {
+	delete(s.dirs, dir)
+	if l.hits < paidHits && 4*l.hits < len(l.names) {
+		s.restLocked(dir, now)
+	}
+}
+
+func (s *statahead) restLocked(dir Ino, now time.Time) {
+	if s.resting == nil || len(s.resting) >= maxStreaks {
+		s.resting = map[Ino]time.Time{}
+	}
+	s.resting[dir] = now
+}
+
+// pruneLocked expires the listings too old to answer.
+func (s *statahead) pruneLocked(now time.Time) {
+	for dir, l := range s.dirs {
+		if now.Sub(l.at) >= s.ttl {
+			s.expireLocked(dir, l, now)
+		}
+	}
+}
+
+// prune expires the listings too old to answer, so that a walk's
+// listings do not stay in memory after it (the client's background
+// calls it every second).
+func (s *statahead) prune() {
+	if !s.on() {
+		return
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneLocked(now)
+}
 
 // writeBegan and writeEnded bracket a transaction that writes nodes or
 // entries, from its first such write until it has committed or failed.

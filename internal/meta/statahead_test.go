@@ -225,3 +225,68 @@ func TestStataheadNotWhileWriting(t *testing.T) {
 		t.Fatal("f3 answered from a listing read while a write was under way")
 	}
 }
+
+// TestStataheadRests: a directory whose listing answered few of its names
+// before it expired, or that is too big to list, is not listed again for
+// a while, so lookups of a few names over and over do not pay a listing
+// each time.
+func TestStataheadRests(t *testing.T) {
+	ctx := context.Background()
+	base := kvstore.New(mem.New(t.Name()))
+	if _, err := meta.FormatVolume(ctx, base, &meta.Format{Name: "test", UUID: "u", Storage: "mem", Bucket: "x", BlockSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	clk := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	st := &countingStore{Store: base}
+	c, err := meta.NewClient(ctx, st, meta.Config{Now: clk.now, Statahead: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(ctx) })
+	mkdir := func(name string, files int) meta.Ino {
+		t.Helper()
+		d, err := c.Mknod(ctx, meta.RootIno, []byte(name), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range files {
+			if _, err := c.Mknod(ctx, d.Ino, fmt.Appendf(nil, "f%04d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d.Ino
+	}
+	// reads returns how many engine reads three rounds of lookups of
+	// f0000-f0007 in dir take, the listing expiring between rounds.
+	reads := func(dir meta.Ino) int {
+		t.Helper()
+		views := st.views
+		for range 3 {
+			for i := range 8 {
+				if _, _, err := c.LookupAhead(ctx, dir, fmt.Appendf(nil, "f%04d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clk.advance(1100 * time.Millisecond)
+		}
+		return st.views - views
+	}
+	few := mkdir("few", 100)
+	// Round 1: three lookups, the listing, five answers from it; rounds
+	// 2 and 3: the listing answered 5 of 100 names, so eight lookups each.
+	if got := reads(few); got != 4+8+8 {
+		t.Errorf("%d engine reads for 24 lookups of 8 names of 100, want 20 (one listing, then none)", got)
+	}
+	clk.advance(10 * time.Second)
+	views := st.views
+	for i := range 3 {
+		c.LookupAhead(ctx, few, fmt.Appendf(nil, "f%04d", i))
+	}
+	if _, _, err := c.LookupAhead(ctx, few, []byte("f0003")); err != nil || st.views != views+4 {
+		t.Errorf("after the rest: %d engine reads for 4 lookups (%v), want 4: three lookups and a listing", st.views-views, err)
+	}
+	big := mkdir("big", 1025)
+	if got := reads(big); got != 24+1 {
+		t.Errorf("%d engine reads for 24 lookups in a directory too big to list, want 25 (one listing tried)", got)
+	}
+}
