@@ -14,6 +14,16 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
 
+// memVolume returns a volume formatted on a fresh in-memory engine.
+func memVolume(t *testing.T) store.Store {
+	t.Helper()
+	st := kvstore.New(mem.New(t.Name()))
+	if _, err := meta.FormatVolume(context.Background(), st, &meta.Format{Name: "test", UUID: "u", Storage: "mem", Bucket: "x", BlockSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // countingStore counts the read transactions run on it.
 type countingStore struct {
 	store.Store
@@ -33,10 +43,7 @@ func (s *countingStore) View(ctx context.Context, fn func(store.Tx) error) error
 // later than Statahead after the listing; and Lookup always the engine's.
 func TestStatahead(t *testing.T) {
 	ctx := context.Background()
-	base := kvstore.New(mem.New(t.Name()))
-	if _, err := meta.FormatVolume(ctx, base, &meta.Format{Name: "test", UUID: "u", Storage: "mem", Bucket: "x", BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
+	base := memVolume(t)
 	clk := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	const ttl = time.Second
 	st := &countingStore{Store: base}
@@ -181,10 +188,7 @@ func TestStatahead(t *testing.T) {
 // names is not kept, so a listing never predates the client's own change.
 func TestStataheadNotWhileWriting(t *testing.T) {
 	ctx := context.Background()
-	base := kvstore.New(mem.New(t.Name()))
-	if _, err := meta.FormatVolume(ctx, base, &meta.Format{Name: "test", UUID: "u", Storage: "mem", Bucket: "x", BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
+	base := memVolume(t)
 	st := &countingStore{Store: base}
 	a, err := meta.NewClient(ctx, st, meta.Config{Statahead: time.Hour})
 	if err != nil {
@@ -232,10 +236,7 @@ func TestStataheadNotWhileWriting(t *testing.T) {
 // each time.
 func TestStataheadRests(t *testing.T) {
 	ctx := context.Background()
-	base := kvstore.New(mem.New(t.Name()))
-	if _, err := meta.FormatVolume(ctx, base, &meta.Format{Name: "test", UUID: "u", Storage: "mem", Bucket: "x", BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
+	base := memVolume(t)
 	clk := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	st := &countingStore{Store: base}
 	c, err := meta.NewClient(ctx, st, meta.Config{Now: clk.now, Statahead: time.Second})

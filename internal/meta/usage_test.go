@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
-	"github.com/sluicefs/sluice/internal/meta/engine/mem"
 	"github.com/sluicefs/sluice/internal/meta/store"
-	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
 
 // lateAck is a store whose usage flush, once armed, commits and then
@@ -64,10 +62,7 @@ func (s *lateAck) Update(ctx context.Context, fn func(store.Tx) error) error {
 // statfs counted the files twice (seen on etcd under load).
 func TestCloseDuringFlush(t *testing.T) {
 	ctx := context.Background()
-	st := &lateAck{Store: kvstore.New(mem.New(t.Name())), committed: make(chan struct{})}
-	if _, err := meta.FormatVolume(ctx, st, &meta.Format{Name: "flush", UUID: "u", Storage: "mem", Bucket: "b", BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
+	st := &lateAck{Store: memVolume(t), committed: make(chan struct{})}
 	c, err := meta.NewClient(ctx, st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
