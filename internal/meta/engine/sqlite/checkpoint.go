@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -41,7 +42,7 @@ func init() {
 		if _, err := c.Exec("PRAGMA wal_autocheckpoint=0", nil); err != nil {
 			return err
 		}
-		_, err := c.Exec("PRAGMA journal_size_limit=67108864", nil)
+		_, err := c.Exec(fmt.Sprintf("PRAGMA journal_size_limit=%d", walLimit), nil)
 		return err
 	}})
 }
