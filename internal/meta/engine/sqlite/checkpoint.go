@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -51,9 +52,10 @@ func init() {
 // of its file.
 type Store struct {
 	*sqlstore.Store
-	db   *sql.DB
-	stop chan struct{}
-	done chan struct{}
+	db      *sql.DB
+	stop    chan struct{}
+	done    chan struct{}
+	stopped sync.Once
 }
 
 func newStore(st *sqlstore.Store, db *sql.DB) *Store {
@@ -87,8 +89,9 @@ func (s *Store) checkpoint() {
 }
 
 // Close stops the checkpoints, after a last one, and closes the store.
+// Closing again does no harm, as with sqlstore's Close.
 func (s *Store) Close() error {
-	close(s.stop)
+	s.stopped.Do(func() { close(s.stop) })
 	<-s.done
 	return s.Store.Close()
 }

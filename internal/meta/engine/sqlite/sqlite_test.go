@@ -237,3 +237,15 @@ func TestCheckpointsInBackground(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseTwice: commands close a store on several paths; a second Close
+// must not fail or panic.
+func TestCloseTwice(t *testing.T) {
+	st := open(t, filepath.Join(t.TempDir(), "meta.db"), true)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+}
