@@ -251,10 +251,13 @@ func (s *statahead) node(n *store.Node) {
 	s.forgetInoLocked(n.Ino)
 }
 
-// deleted forgets ino, which is being deleted, everywhere.
+// deleted forgets ino, which is being deleted (or must be read anew),
+// everywhere, and keeps no listing read meanwhile: one that began before
+// a lock's ForgetAhead must not come back after it.
 func (s *statahead) deleted(ino Ino) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gen++
 	s.dropLocked(ino)
 	s.forgetInoLocked(ino)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -289,5 +290,73 @@ func TestStataheadRests(t *testing.T) {
 	big := mkdir("big", 1025)
 	if got := reads(big); got != 24+1 {
 		t.Errorf("%d engine reads for 24 lookups in a directory too big to list, want 25 (one listing tried)", got)
+	}
+}
+
+// gatedStore holds the first listing (a read of a directory's entries)
+// until gate closes, once armed.
+type gatedStore struct {
+	store.Store
+	armed   atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+type gatedTx struct {
+	store.Tx
+	s *gatedStore
+}
+
+func (t gatedTx) Edges(parent meta.Ino, after []byte, limit int) ([]store.Edge, error) {
+	if t.s.armed.CompareAndSwap(true, false) {
+		close(t.s.entered)
+		<-t.s.gate
+	}
+	return t.Tx.Edges(parent, after, limit)
+}
+
+func (s *gatedStore) View(ctx context.Context, fn func(store.Tx) error) error {
+	return s.Store.View(ctx, func(tx store.Tx) error { return fn(gatedTx{tx, s}) })
+}
+
+// TestStataheadForgetDuringListing: a listing read while ForgetAhead
+// dropped its directory (a lock taken meanwhile) is not kept.
+func TestStataheadForgetDuringListing(t *testing.T) {
+	ctx := context.Background()
+	counted := &countingStore{Store: memVolume(t)}
+	st := &gatedStore{Store: counted, entered: make(chan struct{}), gate: make(chan struct{})}
+	c, err := meta.NewClient(ctx, st, meta.Config{Statahead: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(ctx) })
+	for i := range 5 {
+		if _, err := c.Mknod(ctx, meta.RootIno, fmt.Appendf(nil, "f%d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"f0", "f1"} {
+		if _, _, err := c.LookupAhead(ctx, meta.RootIno, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.armed.Store(true)
+	done := make(chan error)
+	go func() {
+		_, _, err := c.LookupAhead(ctx, meta.RootIno, []byte("f2")) // lists, held at the gate
+		done <- err
+	}()
+	<-st.entered
+	c.ForgetAhead(meta.RootIno)
+	close(st.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	views := counted.views
+	if _, _, err := c.LookupAhead(ctx, meta.RootIno, []byte("f3")); err != nil {
+		t.Fatal(err)
+	}
+	if counted.views == views {
+		t.Fatal("f3 answered from a listing read while ForgetAhead dropped its directory")
 	}
 }
