@@ -40,7 +40,7 @@ type statahead struct {
 	now func() time.Time
 
 	mu      sync.Mutex
-	gen     uint64 // bumped when a write of nodes or entries begins and ends
+	gen     uint64 // bumped when a write of nodes or entries begins and ends, and by ForgetAhead
 	writing int    // transactions writing nodes or entries, under way
 	dirs    map[Ino]*listing
 	streak  map[Ino]streak
