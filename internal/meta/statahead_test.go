@@ -25,6 +25,18 @@ func memVolume(t *testing.T) store.Store {
 	return st
 }
 
+// client opens a client of the volume in st, closed when the test ends.
+func client(t *testing.T, st store.Store, conf meta.Config) *meta.Client {
+	t.Helper()
+	ctx := context.Background()
+	c, err := meta.NewClient(ctx, st, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(ctx) })
+	return c
+}
+
 // countingStore counts the read transactions run on it.
 type countingStore struct {
 	store.Store
@@ -48,16 +60,8 @@ func TestStatahead(t *testing.T) {
 	clk := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	const ttl = time.Second
 	st := &countingStore{Store: base}
-	a, err := meta.NewClient(ctx, st, meta.Config{Now: clk.now, Statahead: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(ctx) })
-	b, err := meta.NewClient(ctx, base, meta.Config{Now: clk.now}) // another mount
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close(ctx) })
+	a := client(t, st, meta.Config{Now: clk.now, Statahead: ttl})
+	b := client(t, base, meta.Config{Now: clk.now}) // another mount
 
 	d, err := b.Mknod(ctx, meta.RootIno, []byte("d"), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
 	if err != nil {
@@ -191,11 +195,7 @@ func TestStataheadNotWhileWriting(t *testing.T) {
 	ctx := context.Background()
 	base := memVolume(t)
 	st := &countingStore{Store: base}
-	a, err := meta.NewClient(ctx, st, meta.Config{Statahead: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(ctx) })
+	a := client(t, st, meta.Config{Statahead: time.Hour})
 	for i := range 5 {
 		if _, err := a.Mknod(ctx, meta.RootIno, fmt.Appendf(nil, "f%d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {
 			t.Fatal(err)
@@ -240,11 +240,7 @@ func TestStataheadRests(t *testing.T) {
 	base := memVolume(t)
 	clk := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	st := &countingStore{Store: base}
-	c, err := meta.NewClient(ctx, st, meta.Config{Now: clk.now, Statahead: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(ctx) })
+	c := client(t, st, meta.Config{Now: clk.now, Statahead: time.Second})
 	mkdir := func(name string, files int) meta.Ino {
 		t.Helper()
 		d, err := c.Mknod(ctx, meta.RootIno, []byte(name), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
@@ -325,11 +321,7 @@ func TestStataheadForgetDuringListing(t *testing.T) {
 	ctx := context.Background()
 	counted := &countingStore{Store: memVolume(t)}
 	st := &gatedStore{Store: counted, entered: make(chan struct{}), gate: make(chan struct{})}
-	c, err := meta.NewClient(ctx, st, meta.Config{Statahead: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(ctx) })
+	c := client(t, st, meta.Config{Statahead: time.Hour})
 	for i := range 5 {
 		if _, err := c.Mknod(ctx, meta.RootIno, fmt.Appendf(nil, "f%d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {
 			t.Fatal(err)
