@@ -172,9 +172,8 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, inodes int6
 	if index, err = u64(); err != nil {
 		return 0, nil, nil, 0, bad("header: %v", err)
 	}
-	t = newTree()
+	ld := newLoader()
 	dd = newDedupe()
-	var a arena
 	var pairs uint64
 	for done := false; !done; {
 		kind, err := r.ReadByte()
@@ -191,7 +190,9 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, inodes int6
 			if err != nil {
 				return 0, nil, nil, 0, bad("value: %v", err)
 			}
-			t.ReplaceOrInsert(newItem(k, v, 0, &a))
+			if !ld.add(k, v, 0) {
+				return 0, nil, nil, 0, bad("pair %d is out of key order", pairs+1)
+			}
 			if kvstore.IsNodeKey(k) {
 				inodes++
 			}
@@ -224,5 +225,5 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, inodes int6
 	if binary.BigEndian.Uint32(sum[:]) != crc.Sum32() {
 		return 0, nil, nil, 0, bad("checksum mismatch")
 	}
-	return index, t, dd, inodes, nil
+	return index, ld.tree(), dd, inodes, nil
 }

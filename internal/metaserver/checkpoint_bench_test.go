@@ -2,8 +2,11 @@ package metaserver
 
 import (
 	"encoding/binary"
+	"fmt"
 	"runtime/debug"
 	"testing"
+
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
 )
 
 // BenchmarkCheckpointLoad loads a checkpoint of 300,000 pairs shaped as a
@@ -17,12 +20,18 @@ func BenchmarkCheckpointLoad(b *testing.B) {
 		k := append([]byte{'A'}, binary.BigEndian.AppendUint64(nil, ino)...)
 		return append(append(k, kind), rest...)
 	}
+	var ws []wire.Write
 	for i := uint64(0); i < 100_000; i++ {
 		ino := 1000 + i
 		dir := 2 + i/1000
-		t.ReplaceOrInsert(newItem(key(ino, 'I'), make([]byte, 66), 1, nil))
-		t.ReplaceOrInsert(newItem(key(dir, 'D', []byte("file-000123")...), make([]byte, 9), 1, nil))
-		t.ReplaceOrInsert(newItem(key(ino, 'C', 0, 0, 0, 0), make([]byte, 24), 1, nil))
+		ws = append(ws,
+			wire.Write{Key: key(ino, 'I'), Value: make([]byte, 66)},
+			wire.Write{Key: key(dir, 'D', []byte(fmt.Sprintf("file-%06d", i%1000))...), Value: make([]byte, 9)},
+			wire.Write{Key: key(ino, 'C', 0, 0, 0, 0), Value: make([]byte, 24)})
+		if len(ws) >= 3000 {
+			applyWrites(t, ws, 1)
+			ws = ws[:0]
+		}
 	}
 	if _, err := writeCheckpoint(dir, 7, t, nil); err != nil {
 		b.Fatal(err)

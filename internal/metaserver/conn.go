@@ -393,7 +393,7 @@ func putValue(b *wire.Buf, t *tree, key []byte) []byte {
 		b.Byte(0)
 		return nil
 	}
-	it, ok := t.Get(probe(key))
+	it, ok := t.Get(key)
 	if !ok {
 		b.Byte(0)
 		return nil

@@ -3,69 +3,8 @@ package metaserver
 import (
 	"bytes"
 
-	"github.com/google/btree"
-
-	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
-
 	"github.com/sluicefs/sluice/internal/metaserver/wire"
 )
-
-// item is one pair, key and value in one allocation (kv, the key its
-// first klen bytes), with the index of the log record that last wrote
-// it: 40 bytes in the tree's nodes, and one object for the collector.
-type item struct {
-	kv   []byte
-	rev  uint64
-	klen uint32
-}
-
-func (it item) key() []byte { return it.kv[:it.klen:it.klen] }
-func (it item) val() []byte { return it.kv[it.klen:] }
-
-// probe returns an item to look key up with.
-func probe(key []byte) item { return item{kv: key, klen: uint32(len(key))} }
-
-// newItem copies k and v into one allocation, or into arena when it has
-// room (see arena).
-func newItem(k, v []byte, rev uint64, a *arena) item {
-	var kv []byte
-	if a != nil {
-		kv = a.alloc(len(k) + len(v))
-	} else {
-		kv = make([]byte, len(k)+len(v))
-	}
-	copy(kv, k)
-	copy(kv[len(k):], v)
-	return item{kv: kv, rev: rev, klen: uint32(len(k))}
-}
-
-func less(a, b item) bool { return bytes.Compare(a.key(), b.key()) < 0 }
-
-// arena hands out pieces of large blocks, so that loading a checkpoint
-// makes a few large objects instead of one per pair. A block lives as
-// long as any pair in it; pairs rewritten later get allocations of their
-// own.
-type arena struct {
-	block []byte
-}
-
-const arenaBlock = 1 << 20
-
-func (a *arena) alloc(n int) []byte {
-	if n > arenaBlock/16 {
-		return make([]byte, n)
-	}
-	if cap(a.block)-len(a.block) < n {
-		a.block = make([]byte, 0, arenaBlock)
-	}
-	at := len(a.block)
-	a.block = a.block[:at+n]
-	return a.block[at : at+n : at+n]
-}
-
-type tree = btree.BTreeG[item]
-
-func newTree() *tree { return btree.NewG(32, less) }
 
 // txnKey names a transaction of one client.
 type txnKey struct{ client, txn uint64 }
@@ -121,50 +60,26 @@ type dedupeEntry struct {
 	index uint64
 }
 
-// applyWrites applies ws to t as written by record index, and returns
-// how many inodes (node records) that added, less those it removed.
-func applyWrites(t *tree, ws []wire.Write, index uint64) (inodes int64) {
-	for _, w := range ws {
-		node := kvstore.IsNodeKey(w.Key)
-		if w.Delete {
-			if _, found := t.Delete(probe(w.Key)); found && node {
-				inodes--
-			}
-		} else if _, replaced := t.ReplaceOrInsert(newItem(w.Key, w.Value, index, nil)); !replaced && node {
-			inodes++
-		}
-	}
-	return inodes
-}
-
 // changed tells whether what a transaction read in snap (keys and
 // ranges) is different in cur.
 func changed(snap, cur *tree, reads [][]byte, ranges []wire.Range) bool {
 	for _, k := range reads {
-		a, aok := snap.Get(probe(k))
-		b, bok := cur.Get(probe(k))
+		if snap.pageFor(k) == cur.pageFor(k) {
+			continue // one page, never written: k is as it was
+		}
+		a, aok := snap.Get(k)
+		b, bok := cur.Get(k)
 		if aok != bok || a.rev != b.rev {
 			return true
 		}
 	}
 	for _, r := range ranges {
-		var as, bs []uint64
-		var ak, bk [][]byte
-		collect := func(t *tree, revs *[]uint64, keys *[][]byte) {
-			visit := func(it item) bool { *revs = append(*revs, it.rev); *keys = append(*keys, it.key()); return true }
-			if r.End == nil {
-				t.AscendGreaterOrEqual(probe(r.Begin), visit)
-			} else {
-				t.AscendRange(probe(r.Begin), probe(r.End), visit)
-			}
-		}
-		collect(snap, &as, &ak)
-		collect(cur, &bs, &bk)
+		as, bs := scan(snap, r, 0), scan(cur, r, 0)
 		if len(as) != len(bs) {
 			return true
 		}
 		for i := range as {
-			if as[i] != bs[i] || !bytes.Equal(ak[i], bk[i]) {
+			if as[i].rev != bs[i].rev || !bytes.Equal(as[i].k, bs[i].k) {
 				return true
 			}
 		}
@@ -172,17 +87,14 @@ func changed(snap, cur *tree, reads [][]byte, ranges []wire.Range) bool {
 	return false
 }
 
-// scan returns up to limit pairs of t in r (limit <= 0: all).
+// scan returns up to limit pairs of t in r (limit <= 0: all), their keys
+// copied.
 func scan(t *tree, r wire.Range, limit int) []item {
 	var out []item
-	visit := func(it item) bool {
+	t.AscendRange(r.Begin, r.End, func(it item) bool {
+		it.k = bytes.Clone(it.k)
 		out = append(out, it)
 		return limit <= 0 || len(out) < limit
-	}
-	if r.End == nil {
-		t.AscendGreaterOrEqual(probe(r.Begin), visit)
-	} else {
-		t.AscendRange(probe(r.Begin), probe(r.End), visit)
-	}
+	})
 	return out
 }

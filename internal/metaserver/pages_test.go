@@ -1,0 +1,246 @@
+package metaserver
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// model is what a tree must hold: value and rev by key.
+type model map[string]item
+
+func (m model) clone() model {
+	c := make(model, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func (m model) keys() []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// inodes counts the node records of m.
+func (m model) inodes() int64 {
+	n := int64(0)
+	for k := range m {
+		if kvstore.IsNodeKey([]byte(k)) {
+			n++
+		}
+	}
+	return n
+}
+
+// randomKey returns a key shaped as a volume's: 'A', an inode number, a
+// kind and, for entries and chunks, a name or an index; a few are short
+// keys of other shapes.
+func randomKey(r *rand.Rand) []byte {
+	ino := uint64(r.IntN(300))
+	k := append([]byte{'A'}, binary.BigEndian.AppendUint64(nil, ino)...)
+	switch r.IntN(5) {
+	case 0, 1:
+		return append(k, 'I')
+	case 2:
+		return append(append(k, 'D'), fmt.Sprintf("f%d", r.IntN(40))...)
+	case 3:
+		return append(append(k, 'C'), binary.BigEndian.AppendUint32(nil, uint32(r.IntN(3)))...)
+	default:
+		return []byte(fmt.Sprintf("K%d", r.IntN(50)))
+	}
+}
+
+func randomValue(r *rand.Rand) []byte {
+	n := r.IntN(120)
+	if r.IntN(200) == 0 {
+		n = 3*pageMax + r.IntN(100) // a value bigger than a page
+	}
+	v := make([]byte, n)
+	for i := range v {
+		v[i] = byte(r.IntN(256))
+	}
+	return v
+}
+
+// check compares t with m in every way a reader sees t, and checks the
+// pages' own invariants.
+func check(t *testing.T, tr *tree, m model, r *rand.Rand) {
+	t.Helper()
+	if tr.Len() != len(m) {
+		t.Fatalf("Len %d, want %d", tr.Len(), len(m))
+	}
+	keys := m.keys()
+	var got []string
+	tr.Ascend(func(it item) bool {
+		want, ok := m[string(it.key())]
+		if !ok || !bytes.Equal(it.val(), want.v) || it.rev != want.rev {
+			t.Fatalf("Ascend: %q=%x@%d, model has %v %x@%d", it.key(), it.val(), it.rev, ok, want.v, want.rev)
+		}
+		got = append(got, string(it.key()))
+		return true
+	})
+	if !slices.Equal(got, keys) {
+		t.Fatalf("Ascend gave %d keys, model has %d", len(got), len(keys))
+	}
+	for range 50 {
+		k := randomKey(r)
+		it, ok := tr.Get(k)
+		want, wok := m[string(k)]
+		if ok != wok || ok && (!bytes.Equal(it.val(), want.v) || it.rev != want.rev) {
+			t.Fatalf("Get %q: %v %x@%d, want %v %x@%d", k, ok, it.val(), it.rev, wok, want.v, want.rev)
+		}
+	}
+	for range 20 {
+		a, b := randomKey(r), randomKey(r)
+		if bytes.Compare(a, b) > 0 {
+			a, b = b, a
+		}
+		var end []byte
+		if r.IntN(4) > 0 {
+			end = b
+		}
+		limit := 0
+		if r.IntN(2) == 0 {
+			limit = 1 + r.IntN(10)
+		}
+		var want []string
+		for _, k := range keys {
+			if k >= string(a) && (end == nil || k < string(end)) && (limit == 0 || len(want) < limit) {
+				want = append(want, k)
+			}
+		}
+		var have []string
+		for _, it := range scan(tr, wire.Range{Begin: a, End: end}, limit) {
+			have = append(have, string(it.key()))
+		}
+		if !slices.Equal(have, want) {
+			t.Fatalf("scan [%q, %q) limit %d: %q, want %q", a, end, limit, have, want)
+		}
+	}
+	bytes_, n := 0, 0
+	var prev []byte
+	tr.pages.Ascend(func(p *page) bool {
+		if p.n == 0 || len(p.data) == 0 {
+			t.Fatalf("empty page")
+		}
+		if p.n > 1 && len(p.data) > pageMax {
+			t.Fatalf("page of %d pairs takes %d bytes", p.n, len(p.data))
+		}
+		if prev != nil && bytes.Compare(prev, p.first) >= 0 {
+			t.Fatalf("pages out of order")
+		}
+		prev = p.first
+		bytes_ += len(p.data)
+		n += p.n
+		return true
+	})
+	if _, b := tr.Pages(); b != bytes_ || n != len(m) {
+		t.Fatalf("pages hold %d pairs in %d bytes; the tree counts %d in %d", n, bytes_, len(m), b)
+	}
+}
+
+// TestPagesAgainstModel applies random commits to a tree and to a map,
+// and compares them after each, along with snapshots (clones) taken on
+// the way, which later commits must leave as they were.
+func TestPagesAgainstModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	tr, m := newTree(), model{}
+	type snap struct {
+		t *tree
+		m model
+	}
+	var snaps []snap
+	inodes := int64(0)
+	for index := uint64(1); index <= 2000; index++ {
+		n := 1 + r.IntN(8)
+		if r.IntN(50) == 0 {
+			n = 300 // a bulk commit, as a load makes
+		}
+		ws := make([]wire.Write, n)
+		for i := range ws {
+			k := randomKey(r)
+			if i > 0 && r.IntN(4) == 0 {
+				k = ws[r.IntN(i)].Key // several writes to one key, in order
+			}
+			if r.IntN(3) == 0 {
+				ws[i] = wire.Write{Key: k, Delete: true}
+				delete(m, string(k))
+			} else {
+				ws[i] = wire.Write{Key: k, Value: randomValue(r)}
+				m[string(k)] = item{v: ws[i].Value, rev: index}
+			}
+		}
+		inodes += applyWrites(tr, ws, index)
+		if inodes != m.inodes() {
+			t.Fatalf("commit %d: applyWrites counted %d inodes, the model has %d", index, inodes, m.inodes())
+		}
+		if tr.Len() != len(m) {
+			t.Fatalf("commit %d: Len %d, want %d", index, tr.Len(), len(m))
+		}
+		if index%10 == 0 {
+			check(t, tr, m, r)
+		}
+		if r.IntN(100) == 0 {
+			snaps = append(snaps, snap{tr.Clone(), m.clone()})
+		}
+	}
+	for _, s := range snaps {
+		check(t, s.t, s.m, r)
+	}
+	pages, size := tr.Pages()
+	t.Logf("%d pairs in %d pages, %d bytes", tr.Len(), pages, size)
+}
+
+// TestLoaderRefusesDisorder: a checkpoint's pairs come in key order; one
+// that does not is refused rather than loaded wrong.
+func TestLoaderRefusesDisorder(t *testing.T) {
+	l := newLoader()
+	for _, k := range []string{"a", "b", "c"} {
+		if !l.add([]byte(k), []byte("v"), 0) {
+			t.Fatalf("add %q refused", k)
+		}
+	}
+	if l.add([]byte("b"), nil, 0) || l.add([]byte("c"), nil, 0) {
+		t.Fatal("a key not after the last was accepted")
+	}
+	tr := l.tree()
+	if tr.Len() != 3 {
+		t.Fatalf("Len %d", tr.Len())
+	}
+	if it, ok := tr.Get([]byte("b")); !ok || string(it.val()) != "v" {
+		t.Fatalf("Get b: %v %q", ok, it.val())
+	}
+}
+
+// TestLoaderMatchesWrites: a tree loaded from pairs in order reads as the
+// tree the same pairs were written into.
+func TestLoaderMatchesWrites(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	m := model{}
+	var ws []wire.Write
+	for range 5000 {
+		k, v := randomKey(r), randomValue(r)
+		ws = append(ws, wire.Write{Key: k, Value: v})
+		m[string(k)] = item{v: v}
+	}
+	written := newTree()
+	applyWrites(written, ws, 0)
+	l := newLoader()
+	for _, k := range m.keys() {
+		l.add([]byte(k), m[k].v, 0)
+	}
+	loaded := l.tree()
+	check(t, written, m, r)
+	check(t, loaded, m, r)
+}
