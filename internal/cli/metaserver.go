@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ import (
 type metaServerOptions struct {
 	listen, dir, name, metrics, log string
 	checkpoint                      int64
+	compressIdle                    time.Duration
 	debug                           bool
 	rotation                        logRotation
 }
@@ -39,6 +41,10 @@ the newest checkpoint and replays the log after it; a torn record at the
 log's end (a crash in mid-write) is cut, and anything else that fails its
 checksum is refused with an error naming the file.
 
+Records live in pages of about fifty (a directory's entries, neighbouring
+inodes); a page nobody read or wrote for --compress-idle is compressed when
+the server has nothing else to do, and decompressed again when used.
+
 SIGTERM or SIGINT stops the server cleanly with a final checkpoint.`,
 		Example: `  sluice meta-server --dir /var/lib/sluice/meta --listen 10.0.0.5:9400
   sluice format sluice://10.0.0.5:9400/myvol myvol --bucket /data/sluice
@@ -55,6 +61,7 @@ SIGTERM or SIGINT stops the server cleanly with a final checkpoint.`,
 	fl.StringVar(&o.metrics, "metrics", "", "serve the server's metrics for Prometheus at http://ADDR/metrics (e.g. 127.0.0.1:9401)")
 	fl.StringVar(&o.log, "log", "", "log to this file, rotated (default: stderr)")
 	fl.Var(sizeValue{&o.checkpoint, 1 << 20}, "checkpoint-size", "write a checkpoint after this much log (a plain number is MiB)")
+	fl.DurationVar(&o.compressIdle, "compress-idle", 10*time.Second, "compress pages of records nobody used for this long (at least 1s; 0: never)")
 	fl.BoolVar(&o.debug, "debug", false, "log debug messages")
 	o.rotation.addFlags(fl)
 	return cmd
@@ -66,6 +73,13 @@ func runMetaServer(o metaServerOptions) error {
 	}
 	if o.checkpoint < 1<<20 {
 		return fmt.Errorf("--checkpoint-size %d: at least 1 MiB", o.checkpoint)
+	}
+	compressIdle := o.compressIdle
+	switch {
+	case compressIdle == 0:
+		compressIdle = -1 // never
+	case compressIdle < time.Second:
+		return fmt.Errorf("--compress-idle %s: at least 1s, or 0 for never", o.compressIdle)
 	}
 	log := logger(o.debug)
 	if o.log != "" {
@@ -81,7 +95,7 @@ func runMetaServer(o metaServerOptions) error {
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
-	srv, err := metaserver.Open(metaserver.Options{Dir: o.dir, Name: o.name, CheckpointBytes: o.checkpoint, Logger: log})
+	srv, err := metaserver.Open(metaserver.Options{Dir: o.dir, Name: o.name, CheckpointBytes: o.checkpoint, CompressIdle: compressIdle, Logger: log})
 	if err != nil {
 		ln.Close()
 		return err

@@ -68,6 +68,25 @@ func newMetrics() *metrics {
 	return m
 }
 
+// pages registers the gauges of the state's pages, read from the tree
+// state returns (the published one).
+func (m *metrics) pages(state func() *tree) {
+	gauge := func(name, help string, f func(t *tree) int) prometheus.GaugeFunc {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			if t := state(); t != nil {
+				return float64(f(t))
+			}
+			return 0
+		})
+	}
+	m.reg.MustRegister(
+		gauge("sluice_metaserver_pages", "Pages of records held (runs of about fifty records).", func(t *tree) int { return t.pages.Len() }),
+		gauge("sluice_metaserver_pages_compressed", "Pages held compressed because nobody used them for a while.", func(t *tree) int { return t.zpages }),
+		gauge("sluice_metaserver_page_bytes", "Memory the records take in their pages, compressed or not.", func(t *tree) int { return t.bytes }),
+		gauge("sluice_metaserver_page_compressed_bytes", "Memory the compressed pages take.", func(t *tree) int { return t.zbytes }),
+	)
+}
+
 // setInodes sets the inode gauge and what the per-inode gauge divides by.
 func (m *metrics) setInodes(n int64) {
 	m.inodes.Set(float64(n))

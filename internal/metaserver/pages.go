@@ -3,9 +3,13 @@ package metaserver
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/btree"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/metaserver/wire"
@@ -37,34 +41,140 @@ const (
 	pageMin = pageMax / 4 // a smaller page is merged with the next
 )
 
+// A page nobody has read or written for a while is compressed (zstd,
+// about a seventh of its size for a volume's records) by the apply loop
+// when it has nothing else to do (see tree.compact), and a reader that
+// meets a compressed page decompresses it for itself and tells the loop,
+// which puts the page back uncompressed (tree.open): what is in use stays
+// fast, and what is not costs little memory.
+
 // page is a run of pairs in key order, never written after it is made.
 type page struct {
-	data  []byte
-	first []byte // the first pair's key, in data
-	n     int    // pairs
+	data  []byte        // the pairs; nil while compressed
+	z     []byte        // the pairs compressed, while data is nil
+	first []byte        // the first pair's key
+	n     int           // pairs
+	used  atomic.Uint32 // the tree clock's tick when last read or made
+	dense atomic.Bool   // compression would not save enough: do not try again
 }
 
 func pageLess(a, b *page) bool { return bytes.Compare(a.first, b.first) < 0 }
 
+// held is the memory p's pairs take.
+func (p *page) held() int { return len(p.data) + len(p.z) }
+
+// content returns p's pairs, decompressing them when p is compressed.
+func (p *page) content() []byte {
+	if p.data != nil {
+		return p.data
+	}
+	d, err := zstdDecoder().DecodeAll(p.z, make([]byte, 0, pageMax))
+	if err != nil {
+		// The bytes were compressed by this process and never written
+		// since: only memory corruption gets here.
+		panic(fmt.Sprintf("metaserver: compressed page starting %q does not decompress: %v", p.first, err))
+	}
+	return d
+}
+
+var (
+	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			panic(err)
+		}
+		return e
+	})
+	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderLowmem(true))
+		if err != nil {
+			panic(err)
+		}
+		return d
+	})
+)
+
+// pageClock is what a tree and its clones share: the clock that stamps
+// pages with their last use, and where readers send the compressed pages
+// they met.
+type pageClock struct {
+	now    atomic.Uint32 // ticks, advanced by the apply loop
+	opened chan *page
+}
+
 // tree is the state: pages indexed by first key. A tree is written by one
 // goroutine; a clone may be read by any number at once.
 type tree struct {
-	pages *btree.BTreeG[*page]
-	n     int // pairs
-	bytes int // bytes of page data
+	pages  *btree.BTreeG[*page]
+	clock  *pageClock
+	n      int // pairs
+	bytes  int // bytes of page data, compressed or not
+	zpages int // pages compressed
+	zbytes int // bytes of compressed pages
 }
 
-func newTree() *tree { return &tree{pages: btree.NewG(16, pageLess)} }
+func newTree() *tree {
+	return &tree{pages: btree.NewG(16, pageLess), clock: &pageClock{opened: make(chan *page, 256)}}
+}
 
 // Clone returns a copy of t that shares its pages; writes to either do
 // not show in the other.
-func (t *tree) Clone() *tree { return &tree{pages: t.pages.Clone(), n: t.n, bytes: t.bytes} }
+func (t *tree) Clone() *tree {
+	c := *t
+	c.pages = t.pages.Clone()
+	return &c
+}
 
 // Len returns the number of pairs.
 func (t *tree) Len() int { return t.n }
 
 // Pages returns the number of pages and the bytes their pairs take.
 func (t *tree) Pages() (n, bytes int) { return t.pages.Len(), t.bytes }
+
+// read returns p's pairs for a reader, and stamps p as used now. A
+// compressed page is decompressed for this read, and handed to the loop
+// to be kept open.
+func (t *tree) read(p *page) []byte {
+	if now := t.clock.now.Load(); p.used.Load() != now {
+		p.used.Store(now)
+	}
+	if p.data != nil {
+		return p.data
+	}
+	select {
+	case t.clock.opened <- p:
+	default:
+	}
+	return p.content()
+}
+
+// add puts the new page p into t.
+func (t *tree) add(p *page) {
+	p.used.Store(t.clock.now.Load())
+	if old, ok := t.pages.ReplaceOrInsert(p); ok {
+		t.drop(old)
+	}
+	t.bytes += p.held()
+	if p.data == nil {
+		t.zpages++
+		t.zbytes += len(p.z)
+	}
+}
+
+// remove takes p out of t.
+func (t *tree) remove(p *page) {
+	if _, ok := t.pages.Delete(p); ok {
+		t.drop(p)
+	}
+}
+
+func (t *tree) drop(p *page) {
+	t.bytes -= p.held()
+	if p.data == nil {
+		t.zpages--
+		t.zbytes -= len(p.z)
+	}
+}
 
 // item is one pair as a reader sees it. Its value is the page's bytes
 // (never written); its key is the reader's own unless said otherwise.
@@ -85,7 +195,7 @@ type cursor struct {
 	rev  uint64
 }
 
-func (c *cursor) reset(p *page) { c.data, c.off = p.data, 0 }
+func (c *cursor) reset(data []byte) { c.data, c.off = data, 0 }
 
 func (c *cursor) uvarint() int {
 	v, n := binary.Uvarint(c.data[c.off:])
@@ -127,12 +237,8 @@ func (t *tree) Get(key []byte) (item, bool) {
 	if p == nil {
 		return item{}, false
 	}
-	return p.get(key)
-}
-
-func (p *page) get(key []byte) (item, bool) {
 	var c cursor
-	c.reset(p)
+	c.reset(t.read(p))
 	for c.next() {
 		switch bytes.Compare(c.key, key) {
 		case 0:
@@ -145,13 +251,16 @@ func (p *page) get(key []byte) (item, bool) {
 }
 
 // Ascend calls fn for every pair in key order until fn returns false.
-// The item's key is valid only until fn returns.
-func (t *tree) Ascend(fn func(item) bool) { t.AscendRange(nil, nil, fn) }
+// The item's key is valid only until fn returns. It does not count as a
+// use of the pages (a checkpoint reads every one).
+func (t *tree) Ascend(fn func(item) bool) { t.ascend(nil, nil, false, fn) }
 
 // AscendRange calls fn for the pairs from begin (nil: the first) up to but
 // not including end (nil: to the last), in key order, until fn returns
 // false. The item's key is valid only until fn returns.
-func (t *tree) AscendRange(begin, end []byte, fn func(item) bool) {
+func (t *tree) AscendRange(begin, end []byte, fn func(item) bool) { t.ascend(begin, end, true, fn) }
+
+func (t *tree) ascend(begin, end []byte, use bool, fn func(item) bool) {
 	start := t.pageFor(begin)
 	if start == nil {
 		return
@@ -161,7 +270,11 @@ func (t *tree) AscendRange(begin, end []byte, fn func(item) bool) {
 		if end != nil && bytes.Compare(p.first, end) >= 0 {
 			return false
 		}
-		c.reset(p)
+		if use {
+			c.reset(t.read(p))
+		} else {
+			c.reset(p.content())
+		}
 		for c.next() {
 			if begin != nil && bytes.Compare(c.key, begin) < 0 {
 				continue
@@ -188,11 +301,12 @@ type pair struct {
 // kilobytes each.
 func (p *page) pairs(out []pair) []pair {
 	var c cursor
-	c.reset(p)
+	data := p.content()
+	c.reset(data)
 	var keys []byte
 	for c.next() {
 		if cap(keys)-len(keys) < len(c.key) {
-			keys = make([]byte, 0, max(2*len(p.data), len(c.key)))
+			keys = make([]byte, 0, max(2*len(data), len(c.key)))
 		}
 		at := len(keys)
 		keys = append(keys, c.key...)
@@ -231,14 +345,19 @@ func (e *encoder) page() *page {
 	data := bytes.Clone(e.buf)
 	// The first pair shares nothing: its key starts at its third byte or
 	// later, after two uvarints.
-	p := &page{data: data, n: e.n}
-	var c cursor
-	c.reset(p)
-	c.uvarint()
-	klen := c.uvarint()
-	p.first = data[c.off : c.off+klen : c.off+klen]
+	p := openPage(data, e.n)
 	e.buf, e.n = e.buf[:0], 0
 	return p
+}
+
+// openPage returns a page of n pairs encoded in data.
+func openPage(data []byte, n int) *page {
+	// The first pair shares nothing: its key follows two uvarints.
+	var c cursor
+	c.reset(data)
+	c.uvarint()
+	klen := c.uvarint()
+	return &page{data: data, n: n, first: data[c.off : c.off+klen : c.off+klen]}
 }
 
 // build makes pages of ps (in key order), of about equal size, none over
@@ -307,21 +426,18 @@ func applyWrites(t *tree, ws []wire.Write, index uint64) (inodes int64) {
 		inodes += delta
 		t.n += added
 		if p != nil {
-			t.pages.Delete(p)
-			t.bytes -= len(p.data)
+			t.remove(p)
 		}
 		// A page left small takes in the next one, which no write of
 		// this call may still need (they are sorted; the next group
 		// looks its page up again).
 		if next != nil && pairsSize(merged) < pageMin {
 			merged = next.pairs(merged)
-			t.pages.Delete(next)
-			t.bytes -= len(next.data)
+			t.remove(next)
 		}
 		if len(merged) > 0 {
 			for _, np := range build(merged) {
-				t.pages.ReplaceOrInsert(np)
-				t.bytes += len(np.data)
+				t.add(np)
 			}
 		}
 		i = j
@@ -410,13 +526,69 @@ func (l *loader) flush() {
 	if l.e.n == 0 {
 		return
 	}
-	p := l.e.page()
-	l.t.pages.ReplaceOrInsert(p)
-	l.t.bytes += len(p.data)
+	l.t.add(l.e.page())
 }
 
 // tree returns the tree built.
 func (l *loader) tree() *tree {
 	l.flush()
 	return l.t
+}
+
+// compact looks at up to visit pages after the one starting at key after
+// (nil: from the first) and compresses those that have not been used for
+// idle ticks, at most limit of them. It returns the first key of the
+// last page it looked at, to go on after next time (nil when it reached
+// the end), how many pages it compressed and the bytes that saved.
+func (t *tree) compact(after []byte, idle uint32, visit, limit int) (next []byte, n, saved int) {
+	now := t.clock.now.Load()
+	var todo []*page
+	seen := 0
+	next = nil
+	visitor := func(p *page) bool {
+		if after != nil && bytes.Equal(p.first, after) {
+			return true
+		}
+		seen++
+		next = p.first
+		if p.data != nil && !p.dense.Load() && now-p.used.Load() >= idle {
+			todo = append(todo, p)
+		}
+		return seen < visit && len(todo) < limit
+	}
+	if after == nil {
+		t.pages.Ascend(visitor)
+	} else {
+		t.pages.AscendGreaterOrEqual(&page{first: after}, visitor)
+	}
+	if seen < visit && len(todo) < limit {
+		next = nil // the end: start again from the first page
+	}
+	for _, p := range todo {
+		z := zstdEncoder().EncodeAll(p.data, make([]byte, 0, len(p.data)/3))
+		if len(z) > len(p.data)*3/4 {
+			p.dense.Store(true)
+			continue
+		}
+		zp := &page{z: z, first: bytes.Clone(p.first), n: p.n}
+		used := p.used.Load()
+		t.add(zp)
+		zp.used.Store(used)
+		n++
+		saved += len(p.data) - len(z)
+	}
+	if next != nil {
+		next = bytes.Clone(next)
+	}
+	return next, n, saved
+}
+
+// open puts p, a compressed page a reader met, back into t decompressed,
+// if t still holds it, and reports whether it did.
+func (t *tree) open(p *page) bool {
+	if cur, ok := t.pages.Get(p); !ok || cur != p {
+		return false
+	}
+	t.add(openPage(p.content(), p.n))
+	return true
 }

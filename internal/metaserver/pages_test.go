@@ -67,8 +67,13 @@ func randomValue(r *rand.Rand) []byte {
 		n = 3*pageMax + r.IntN(100) // a value bigger than a page
 	}
 	v := make([]byte, n)
+	random := r.IntN(2) == 0 // or a few distinct bytes, as records mostly are
 	for i := range v {
-		v[i] = byte(r.IntN(256))
+		if random {
+			v[i] = byte(r.IntN(256))
+		} else {
+			v[i] = byte(r.IntN(3))
+		}
 	}
 	return v
 }
@@ -128,25 +133,33 @@ func check(t *testing.T, tr *tree, m model, r *rand.Rand) {
 			t.Fatalf("scan [%q, %q) limit %d: %q, want %q", a, end, limit, have, want)
 		}
 	}
-	bytes_, n := 0, 0
+	bytes_, n, zpages, zbytes := 0, 0, 0, 0
 	var prev []byte
 	tr.pages.Ascend(func(p *page) bool {
-		if p.n == 0 || len(p.data) == 0 {
+		if p.n == 0 || len(p.content()) == 0 {
 			t.Fatalf("empty page")
 		}
-		if p.n > 1 && len(p.data) > pageMax {
-			t.Fatalf("page of %d pairs takes %d bytes", p.n, len(p.data))
+		if (p.data == nil) == (p.z == nil) {
+			t.Fatalf("page %q: data %d bytes, compressed %d", p.first, len(p.data), len(p.z))
+		}
+		if p.data == nil {
+			zpages++
+			zbytes += len(p.z)
+		}
+		if p.n > 1 && len(p.content()) > pageMax {
+			t.Fatalf("page of %d pairs takes %d bytes", p.n, len(p.content()))
 		}
 		if prev != nil && bytes.Compare(prev, p.first) >= 0 {
 			t.Fatalf("pages out of order")
 		}
 		prev = p.first
-		bytes_ += len(p.data)
+		bytes_ += p.held()
 		n += p.n
 		return true
 	})
-	if _, b := tr.Pages(); b != bytes_ || n != len(m) {
-		t.Fatalf("pages hold %d pairs in %d bytes; the tree counts %d in %d", n, bytes_, len(m), b)
+	if _, b := tr.Pages(); b != bytes_ || n != len(m) || zpages != tr.zpages || zbytes != tr.zbytes {
+		t.Fatalf("pages hold %d pairs in %d bytes, %d compressed in %d; the tree counts %d in %d, %d in %d",
+			n, bytes_, zpages, zbytes, len(m), b, tr.zpages, tr.zbytes)
 	}
 }
 
@@ -162,6 +175,8 @@ func TestPagesAgainstModel(t *testing.T) {
 	}
 	var snaps []snap
 	inodes := int64(0)
+	var zat []byte
+	compressed := 0
 	for index := uint64(1); index <= 2000; index++ {
 		n := 1 + r.IntN(8)
 		if r.IntN(50) == 0 {
@@ -194,6 +209,21 @@ func TestPagesAgainstModel(t *testing.T) {
 		if r.IntN(100) == 0 {
 			snaps = append(snaps, snap{tr.Clone(), m.clone()})
 		}
+		// The loop's other work: its clock, compressing idle pages in
+		// steps, and opening those readers met compressed.
+		if r.IntN(5) == 0 {
+			tr.clock.now.Add(1)
+		}
+		if r.IntN(3) == 0 {
+			zat, _, _ = tr.compact(zat, 2, 1+r.IntN(40), 1+r.IntN(8))
+		}
+		for len(tr.clock.opened) > 0 && r.IntN(2) == 0 {
+			tr.open(<-tr.clock.opened)
+		}
+		compressed = max(compressed, tr.zpages)
+	}
+	if compressed == 0 {
+		t.Fatal("no page was ever compressed")
 	}
 	for _, s := range snaps {
 		check(t, s.t, s.m, r)
@@ -243,4 +273,43 @@ func TestLoaderMatchesWrites(t *testing.T) {
 	loaded := l.tree()
 	check(t, written, m, r)
 	check(t, loaded, m, r)
+}
+
+// TestCompactAndOpen: idle pages are compressed, and only idle ones; a
+// reader reads a compressed page as it was, and the loop opens it again.
+func TestCompactAndOpen(t *testing.T) {
+	tr := newTree()
+	var ws []wire.Write
+	for i := range 2000 {
+		k := append([]byte{'A'}, binary.BigEndian.AppendUint64(nil, uint64(i))...)
+		ws = append(ws, wire.Write{Key: append(k, 'I'), Value: bytes.Repeat([]byte{byte(i % 7)}, 73)})
+	}
+	applyWrites(tr, ws, 1)
+	pages, size := tr.Pages()
+	if _, n, _ := tr.compact(nil, 2, 1<<20, 1<<20); n != 0 {
+		t.Fatalf("compressed %d pages used just now", n)
+	}
+	tr.clock.now.Add(1)
+	key := ws[1000].Key
+	tr.Get(key) // used at tick 1
+	tr.clock.now.Add(1)
+	at, n, saved := tr.compact(nil, 2, 1<<20, 1<<20)
+	if at != nil || n != pages-1 || saved <= size/2 {
+		t.Fatalf("compressed %d of %d pages, saving %d of %d bytes, stopped at %q", n, pages, saved, size, at)
+	}
+	snap := tr.Clone()
+	for _, w := range ws {
+		if it, ok := snap.Get(w.Key); !ok || !bytes.Equal(it.val(), w.Value) {
+			t.Fatalf("Get %q from compressed pages: %v", w.Key, ok)
+		}
+	}
+	opened := 0
+	for len(tr.clock.opened) > 0 {
+		if tr.open(<-tr.clock.opened) {
+			opened++
+		}
+	}
+	if opened == 0 || tr.zpages != pages-1-opened {
+		t.Fatalf("opened %d pages, %d of %d still compressed", opened, tr.zpages, pages)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/metaserver/wire"
 )
@@ -316,5 +317,48 @@ func TestInodeCount(t *testing.T) {
 	defer s.Close()
 	if n := s.Stats().Inodes; n != 2 {
 		t.Fatalf("%d inodes after a checkpoint, want 2", n)
+	}
+}
+
+// TestServerCompressesIdlePages: the loop compresses pages nobody uses,
+// publishes them, opens again those a reader meets, and a checkpoint of
+// compressed pages loads back the same.
+func TestServerCompressesIdlePages(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, CheckpointBytes: 1 << 30, CompressIdle: time.Second, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []wire.Write
+	for i := range 3000 {
+		ws = append(ws, set(fmt.Sprintf("A%08dI", i), strings.Repeat("attributes", 7)))
+	}
+	commit(t, s, ws...)
+	before := dump(s)
+	waitFor := func(what string, ok func(*tree) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(s.pub.Load().tree); {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s in 20 s: %d of %d pages compressed", what, s.pub.Load().tree.zpages, s.pub.Load().tree.pages.Len())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("compressed pages", func(t *tree) bool { return t.zpages > 0 && t.zpages == t.pages.Len() })
+	if got := dump(s); got != before {
+		t.Fatal("the state reads differently once compressed")
+	}
+	all := s.pub.Load().tree.zpages
+	if it, ok := s.pub.Load().tree.Get([]byte("A00001500I")); !ok || string(it.val()) != strings.Repeat("attributes", 7) {
+		t.Fatalf("Get from a compressed page: %v %q", ok, it.val())
+	}
+	waitFor("page opened again", func(t *tree) bool { return t.zpages < all })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, 1<<30)
+	defer s.Close()
+	if got := dump(s); got != before {
+		t.Fatal("a checkpoint of compressed pages loads back differently")
 	}
 }

@@ -28,6 +28,11 @@ type Options struct {
 	// SnapshotTTL is how long a snapshot a client stopped using is kept
 	// (default 2 minutes).
 	SnapshotTTL time.Duration
+	// CompressIdle is how long a page of the state (a run of about fifty
+	// records: a directory's entries, or neighbouring inodes) may go
+	// unread and unwritten before the loop compresses it when it has
+	// nothing else to do (default 10 s, at least 1 s; negative: never).
+	CompressIdle time.Duration
 	// Logger receives the server's log (default: slog.Default()).
 	Logger *slog.Logger
 }
@@ -107,6 +112,7 @@ type batch struct {
 	cp     *checkpointJob
 	stop   bool
 
+	pub    bool       // pages were compressed or opened: publish the state even without records
 	wantCP bool       // seal adds a checkpoint job
 	cpDone chan error // told when the checkpoint asked for is written
 }
@@ -129,6 +135,9 @@ func Open(opts Options) (*Server, error) {
 	}
 	if opts.SnapshotTTL <= 0 {
 		opts.SnapshotTTL = 2 * time.Minute
+	}
+	if opts.CompressIdle == 0 {
+		opts.CompressIdle = 10 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -159,6 +168,12 @@ func Open(opts Options) (*Server, error) {
 		conns:     map[*conn]struct{}{},
 	}
 	s.snaps.init(opts.SnapshotTTL)
+	s.m.pages(func() *tree {
+		if p := s.pub.Load(); p != nil {
+			return p.tree
+		}
+		return nil
+	})
 	if err := s.recover(); err != nil {
 		lock.Close()
 		return nil, err
@@ -276,6 +291,11 @@ func (s *Server) loop() {
 	defer close(s.loopEnd)
 	var cur *batch
 	commits, stop := s.commits, s.stop
+	clock := time.NewTicker(time.Second)
+	defer clock.Stop()
+	compact := time.NewTimer(time.Second)
+	defer compact.Stop()
+	var pass compaction
 	for {
 		var ready chan struct{}
 		if cur != nil {
@@ -310,14 +330,55 @@ func (s *Server) loop() {
 				return
 			}
 			cur = nil
+		case <-clock.C:
+			s.tree.clock.now.Add(1)
+		case p := <-s.tree.clock.opened:
+			if s.tree.open(p) {
+				if cur == nil {
+					cur = &batch{}
+				}
+				cur.pub = true
+			}
+		case <-compact.C:
+			wait := time.Second
+			if cur == nil && s.opts.CompressIdle > 0 && pass.step(s) {
+				cur = &batch{pub: true}
+				wait = 2 * time.Millisecond
+			}
+			compact.Reset(wait)
 		}
 	}
+}
+
+// compaction is where the loop's passes over the pages, compressing the
+// idle ones, stand.
+type compaction struct {
+	at    []byte // first key of the last page looked at; nil: the start
+	saved int    // bytes saved in this pass
+}
+
+// step compresses a few idle pages (a bounded amount of work, so that a
+// commit arriving meanwhile waits at most about a millisecond) and
+// reports whether it compressed any. At the end of a pass that saved
+// much, the memory goes back to the system.
+func (c *compaction) step(s *Server) bool {
+	idle := uint32(max(1, s.opts.CompressIdle/time.Second))
+	var n, saved int
+	c.at, n, saved = s.tree.compact(c.at, idle, 512, 16)
+	c.saved += saved
+	if c.at == nil {
+		if c.saved >= 8<<20 {
+			go debug.FreeOSMemory()
+		}
+		c.saved = 0
+	}
+	return n > 0
 }
 
 // seal completes a batch as the syncer takes it: the state to publish,
 // and a checkpoint when one is due or asked for.
 func (s *Server) seal(b *batch) {
-	if len(b.buf) > 0 {
+	if len(b.buf) > 0 || b.pub {
 		b.tree = s.tree.Clone()
 		b.index = s.index
 		b.inodes = s.inodes
