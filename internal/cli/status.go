@@ -46,8 +46,10 @@ volume's metadata (which takes a while on a big one) to add:
 
   "Server": for a volume on the in-memory metadata server (sluice://), the
   server's figures: records and inodes held (Keys, Inodes), log index,
-  newest checkpoint and its size, open snapshots, and its Go heap (also
-  per inode) and memory from the system.
+  newest checkpoint and its size, open snapshots, its Go heap (also per
+  inode) and memory from the system, and the pages that hold the records
+  and their memory (Pages, PageBytes), of which the idle ones compressed
+  (PagesCompressed, PageCompressedBytes).
 
   "Trash": the files in the trash (.trash) and the bytes of their lengths,
   and its hour directories (Dirs).

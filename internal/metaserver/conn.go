@@ -428,7 +428,13 @@ type Stats struct {
 	SysBytes  uint64
 	// HeapBytesPerInode is HeapBytes over Inodes: what a file costs.
 	HeapBytesPerInode float64
-	Dir               string
+	// Pages hold the records, PageBytes the memory they take; of them,
+	// PagesCompressed (idle ones) take PageCompressedBytes.
+	Pages               int
+	PageBytes           int
+	PagesCompressed     int
+	PageCompressedBytes int
+	Dir                 string
 }
 
 // Stats returns the server's figures now.
@@ -437,15 +443,19 @@ func (s *Server) Stats() Stats {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return Stats{
-		Keys:              p.tree.Len(),
-		Index:             p.index,
-		CheckpointIndex:   s.cpIndex.Load(),
-		CheckpointBytes:   s.cpSize.Load(),
-		Snapshots:         s.snaps.len(),
-		HeapBytes:         ms.HeapAlloc,
-		SysBytes:          ms.Sys,
-		Inodes:            p.inodes,
-		HeapBytesPerInode: float64(ms.HeapAlloc) / float64(max(p.inodes, 1)),
-		Dir:               s.opts.Dir,
+		Keys:                p.tree.Len(),
+		Index:               p.index,
+		CheckpointIndex:     s.cpIndex.Load(),
+		CheckpointBytes:     s.cpSize.Load(),
+		Snapshots:           s.snaps.len(),
+		HeapBytes:           ms.HeapAlloc,
+		SysBytes:            ms.Sys,
+		Inodes:              p.inodes,
+		HeapBytesPerInode:   float64(ms.HeapAlloc) / float64(max(p.inodes, 1)),
+		Pages:               p.tree.pages.Len(),
+		PageBytes:           p.tree.bytes,
+		PagesCompressed:     p.tree.zpages,
+		PageCompressedBytes: p.tree.zbytes,
+		Dir:                 s.opts.Dir,
 	}
 }

@@ -60,8 +60,8 @@ type page struct {
 
 func pageLess(a, b *page) bool { return bytes.Compare(a.first, b.first) < 0 }
 
-// held is the memory p's pairs take.
-func (p *page) held() int { return len(p.data) + len(p.z) }
+// held is the memory p's pairs take: their allocations.
+func (p *page) held() int { return cap(p.data) + cap(p.z) }
 
 // content returns p's pairs, decompressing them when p is compressed.
 func (p *page) content() []byte {
@@ -157,7 +157,7 @@ func (t *tree) add(p *page) {
 	t.bytes += p.held()
 	if p.data == nil {
 		t.zpages++
-		t.zbytes += len(p.z)
+		t.zbytes += cap(p.z)
 	}
 }
 
@@ -172,7 +172,7 @@ func (t *tree) drop(p *page) {
 	t.bytes -= p.held()
 	if p.data == nil {
 		t.zpages--
-		t.zbytes -= len(p.z)
+		t.zbytes -= cap(p.z)
 	}
 }
 
@@ -564,18 +564,21 @@ func (t *tree) compact(after []byte, idle uint32, visit, limit int) (next []byte
 	if seen < visit && len(todo) < limit {
 		next = nil // the end: start again from the first page
 	}
+	var scratch []byte
 	for _, p := range todo {
-		z := zstdEncoder().EncodeAll(p.data, make([]byte, 0, len(p.data)/3))
-		if len(z) > len(p.data)*3/4 {
+		scratch = zstdEncoder().EncodeAll(p.data, scratch[:0])
+		if len(scratch) > len(p.data)*3/4 {
 			p.dense.Store(true)
 			continue
 		}
-		zp := &page{z: z, first: bytes.Clone(p.first), n: p.n}
+		// Of its own length: an allocation sized for the worst case
+		// would keep twice the bytes.
+		zp := &page{z: bytes.Clone(scratch), first: bytes.Clone(p.first), n: p.n}
 		used := p.used.Load()
 		t.add(zp)
 		zp.used.Store(used)
 		n++
-		saved += len(p.data) - len(z)
+		saved += len(p.data) - len(zp.z)
 	}
 	if next != nil {
 		next = bytes.Clone(next)
@@ -589,6 +592,6 @@ func (t *tree) open(p *page) bool {
 	if cur, ok := t.pages.Get(p); !ok || cur != p {
 		return false
 	}
-	t.add(openPage(p.content(), p.n))
+	t.add(openPage(bytes.Clone(p.content()), p.n)) // exactly as long as the pairs
 	return true
 }

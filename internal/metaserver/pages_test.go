@@ -144,7 +144,11 @@ func check(t *testing.T, tr *tree, m model, r *rand.Rand) {
 		}
 		if p.data == nil {
 			zpages++
-			zbytes += len(p.z)
+			zbytes += cap(p.z)
+		}
+		if slack := func(b []byte) bool { return cap(b) > len(b)*5/4+16 }; slack(p.data) || slack(p.z) {
+			t.Fatalf("page %q holds %d+%d bytes in allocations of %d+%d: more than an allocation of their size",
+				p.first, len(p.data), len(p.z), cap(p.data), cap(p.z))
 		}
 		if p.n > 1 && len(p.content()) > pageMax {
 			t.Fatalf("page of %d pairs takes %d bytes", p.n, len(p.content()))

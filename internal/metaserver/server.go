@@ -340,9 +340,15 @@ func (s *Server) loop() {
 				cur.pub = true
 			}
 		case <-compact.C:
+			// A step runs when no commit waits: the loop may still have
+			// a batch the syncer has not taken, which then publishes the
+			// step's pages along with its records, after their sync.
 			wait := time.Second
-			if cur == nil && s.opts.CompressIdle > 0 && pass.step(s) {
-				cur = &batch{pub: true}
+			if len(s.commits) == 0 && s.opts.CompressIdle > 0 && pass.step(s) {
+				if cur == nil {
+					cur = &batch{}
+				}
+				cur.pub = true
 				wait = 2 * time.Millisecond
 			}
 			compact.Reset(wait)
