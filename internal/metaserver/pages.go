@@ -111,6 +111,8 @@ type tree struct {
 	bytes  int // bytes of page data, compressed or not
 	zpages int // pages compressed
 	zbytes int // bytes of compressed pages
+
+	scratch []byte // applyWrites' buffer (the writer's; clones leave it be)
 }
 
 func newTree() *tree {
@@ -188,11 +190,12 @@ func (it item) val() []byte { return it.v }
 
 // cursor walks the pairs of one page.
 type cursor struct {
-	data []byte
-	off  int
-	key  []byte // the current pair's key, rebuilt in a buffer of the cursor's
-	val  []byte
-	rev  uint64
+	data  []byte
+	off   int
+	start int    // where the current pair's encoding begins
+	key   []byte // the current pair's key, rebuilt in a buffer of the cursor's
+	val   []byte
+	rev   uint64
 }
 
 func (c *cursor) reset(data []byte) { c.data, c.off = data, 0 }
@@ -208,6 +211,7 @@ func (c *cursor) next() bool {
 	if c.off >= len(c.data) {
 		return false
 	}
+	c.start = c.off
 	shared := c.uvarint()
 	rest := c.uvarint()
 	c.key = append(c.key[:shared], c.data[c.off:c.off+rest]...)
@@ -237,14 +241,48 @@ func (t *tree) Get(key []byte) (item, bool) {
 	if p == nil {
 		return item{}, false
 	}
-	var c cursor
-	c.reset(t.read(p))
-	for c.next() {
-		switch bytes.Compare(c.key, key) {
-		case 0:
-			return item{k: key, v: c.val, rev: c.rev}, true
-		case 1:
-			return item{}, false
+	return search(t.read(p), key)
+}
+
+// search finds key among the pairs encoded in data without rebuilding
+// their keys: with m the length of the prefix key shares with the key
+// before, a key that shares more than m with its predecessor is still
+// below key, one that shares fewer is past it, and only one that shares
+// exactly m needs its rest compared.
+func search(data []byte, key []byte) (item, bool) {
+	m, off := 0, 0
+	uvarint := func() int {
+		v, n := binary.Uvarint(data[off:])
+		off += n
+		return int(v)
+	}
+	for off < len(data) {
+		shared := uvarint()
+		rlen := uvarint()
+		rest := data[off : off+rlen]
+		off += rlen
+		vlen := uvarint()
+		val := data[off : off+vlen : off+vlen]
+		off += vlen
+		rev := uvarint()
+		switch {
+		case shared > m:
+			continue // same bytes as the last key up to past m: still below
+		case shared < m:
+			return item{}, false // a greater byte where the last key matched
+		}
+		// The key is key[:m] + rest: compare from m on.
+		i := 0
+		for i < len(rest) && m+i < len(key) && rest[i] == key[m+i] {
+			i++
+		}
+		switch {
+		case i == len(rest) && m+i == len(key):
+			return item{k: key, v: val, rev: uint64(rev)}, true
+		case i == len(rest) || (m+i < len(key) && rest[i] < key[m+i]):
+			m += i // below key (a prefix of it, or a smaller byte)
+		default:
+			return item{}, false // past key
 		}
 	}
 	return item{}, false
@@ -418,6 +456,23 @@ func applyWrites(t *tree, ws []wire.Write, index uint64) (inodes int64) {
 		for j < len(order) && (next == nil || bytes.Compare(ws[order[j]].Key, next.first) < 0) {
 			j++
 		}
+		if p != nil {
+			// Most commits change a pair or two of a page and leave it
+			// between pageMin and pageMax: then the page is copied with
+			// the changes spliced in.
+			var data []byte
+			var n, added int
+			var delta int64
+			data, t.scratch, n, added, delta = splice(t.scratch, p.content(), ws, order[i:j], index)
+			if len(data) <= pageMax && n > 0 && (len(data) >= pageMin || next == nil) {
+				inodes += delta
+				t.n += added
+				t.remove(p)
+				t.add(openPage(data, n))
+				i = j
+				continue
+			}
+		}
 		var old []pair
 		if p != nil {
 			old = p.pairs(make([]pair, 0, p.n+j-i))
@@ -443,6 +498,79 @@ func applyWrites(t *tree, ws []wire.Write, index uint64) (inodes int64) {
 		i = j
 	}
 	return inodes
+}
+
+// splice applies the writes ws[order[...]] (sorted by key, in commit
+// order within a key) to the pairs encoded in data, and returns the new
+// encoding (its own allocation), its pairs, how many it has more than
+// data, and the change in node records. Pairs the writes leave alone are
+// copied as they are encoded, except the first after a change, whose
+// shared prefix is counted again.
+//
+// scratch is a buffer to encode into, returned grown for the next call.
+func splice(scratch, data []byte, ws []wire.Write, order []int, index uint64) (out, grown []byte, n, added int, inodes int64) {
+	e := encoder{buf: scratch[:0]}
+	var c cursor
+	c.reset(data)
+	have := c.next()
+	// verbatim: the pair emitted last is the old pair before c's (or
+	// nothing was emitted and c is at the first), so c's encoding holds.
+	verbatim := true
+	emitOld := func() {
+		if verbatim {
+			e.buf = append(e.buf, data[c.start:c.off]...)
+			e.prev = append(e.prev[:0], c.key...)
+			e.n++
+		} else {
+			e.add(c.key, c.val, c.rev)
+			verbatim = true
+		}
+		have = c.next()
+	}
+	for k := 0; k < len(order); {
+		key := ws[order[k]].Key
+		for have && bytes.Compare(c.key, key) < 0 {
+			emitOld()
+		}
+		had := have && bytes.Equal(c.key, key)
+		exists := had
+		var val []byte
+		if had {
+			val = c.val
+		}
+		node := kvstore.IsNodeKey(key)
+		for ; k < len(order) && bytes.Equal(ws[order[k]].Key, key); k++ {
+			w := ws[order[k]]
+			if w.Delete {
+				exists = false
+			} else {
+				exists, val = true, w.Value
+			}
+		}
+		switch {
+		case exists && !had:
+			added++
+			if node {
+				inodes++
+			}
+		case !exists && had:
+			added--
+			if node {
+				inodes--
+			}
+		}
+		if had {
+			have = c.next() // past the old pair, written anew below or dropped
+		}
+		if exists {
+			e.add(key, val, index)
+		}
+		verbatim = false // the next old pair follows another key now
+	}
+	for have {
+		emitOld()
+	}
+	return bytes.Clone(e.buf), e.buf, e.n, added, inodes
 }
 
 func pairsSize(ps []pair) int {

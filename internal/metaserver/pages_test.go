@@ -317,3 +317,50 @@ func TestCompactAndOpen(t *testing.T) {
 		t.Fatalf("opened %d pages, %d of %d still compressed", opened, tr.zpages, pages)
 	}
 }
+
+// BenchmarkPageGet reads random node records of a tree of 100,000 small
+// files' records.
+//
+//	go test -run XXX -bench PageGet ./internal/metaserver
+func BenchmarkPageGet(b *testing.B) {
+	tr := newTree()
+	key := func(ino uint64, kind byte, rest ...byte) []byte {
+		k := append([]byte{'A'}, binary.BigEndian.AppendUint64(nil, ino)...)
+		return append(append(k, kind), rest...)
+	}
+	var ws []wire.Write
+	for i := uint64(0); i < 100_000; i++ {
+		ws = append(ws,
+			wire.Write{Key: key(1000+i, 'I'), Value: make([]byte, 73)},
+			wire.Write{Key: key(2+i/1000, 'D', []byte(fmt.Sprintf("file-%06d", i%1000))...), Value: make([]byte, 9)},
+			wire.Write{Key: key(1000+i, 'C', 0, 0, 0, 0), Value: make([]byte, 24)})
+	}
+	applyWrites(tr, ws, 1)
+	r := rand.New(rand.NewPCG(5, 6))
+	b.ResetTimer()
+	for range b.N {
+		if _, ok := tr.Get(ws[3*r.IntN(100_000)].Key); !ok {
+			b.Fatal("missing")
+		}
+	}
+}
+
+// BenchmarkSplice rewrites a full page of node records with one of them
+// changed, as most commits do to each page they touch.
+func BenchmarkSplice(b *testing.B) {
+	var ws []wire.Write
+	for i := range 200 {
+		k := append([]byte{'A'}, binary.BigEndian.AppendUint64(nil, uint64(1000+i))...)
+		ws = append(ws, wire.Write{Key: append(k, 'I'), Value: make([]byte, 73)})
+	}
+	tr := newTree()
+	applyWrites(tr, ws, 1)
+	p, _ := tr.pages.Min()
+	one := []wire.Write{ws[p.n/2]}
+	b.ReportMetric(float64(len(p.data)), "page-bytes")
+	b.ResetTimer()
+	var scratch []byte
+	for range b.N {
+		_, scratch, _, _, _ = splice(scratch, p.data, one, []int{0}, 2)
+	}
+}
