@@ -43,12 +43,13 @@ const (
 
 // A page nobody has read or written for a while is compressed (zstd,
 // about a seventh of its size for a volume's records) by the apply loop
-// when it has nothing else to do (see tree.compact), and a reader that
+// in small steps while no commit waits (see tree.compact), and a reader that
 // meets a compressed page decompresses it for itself and tells the loop,
 // which puts the page back uncompressed (tree.open): what is in use stays
 // fast, and what is not costs little memory.
 
-// page is a run of pairs in key order, never written after it is made.
+// page is a run of pairs in key order, never written after it is made
+// (but for the marks used and dense, which are atomic).
 type page struct {
 	data  []byte        // the pairs; nil while compressed
 	z     []byte        // the pairs compressed, while data is nil
