@@ -26,12 +26,20 @@ const WriteConns = 4
 // on a small machine costs more than an embedded statement. On a
 // connection of its own, with a context that cannot be cancelled (see
 // Store.run), a transaction starts none.
+//
+// A free connection is taken last in, first out. SQLite keeps a page
+// cache per connection and throws it away whenever another connection
+// has written since its last transaction: connections taken in turn
+// re-read every page a commit touches (the tree's root and inner pages,
+// the database header) from the log, about seven reads a commit. Writes
+// one after the other take the same connection and find its cache warm.
 type connPool struct {
-	db   *sql.DB
-	free chan *ownConn
-	mu   sync.Mutex
-	n    int  // connections open, free or in use
-	shut bool // closed: no more connections
+	db      *sql.DB
+	mu      sync.Mutex
+	idle    []*ownConn      // free connections, the most recently used last
+	waiters []chan *ownConn // gets waiting for a connection, first first; nil wakes one to try again
+	n       int             // connections open, free or in use
+	shut    bool            // closed: no more connections
 }
 
 // ownConn is a connection of a connPool and its prepared statements, by the
@@ -42,41 +50,81 @@ type ownConn struct {
 }
 
 func newConnPool(db *sql.DB) *connPool {
-	return &connPool{db: db, free: make(chan *ownConn, WriteConns)}
+	return &connPool{db: db}
 }
 
-// get returns a free connection, opening one while fewer than WriteConns
-// are open, or else waiting for one.
+// get returns the free connection used last, opening one while fewer than
+// WriteConns are open, or else waiting for one.
 func (p *connPool) get(ctx context.Context) (*ownConn, error) {
-	select {
-	case c := <-p.free:
-		return c, nil
-	default:
-	}
-	p.mu.Lock()
-	if p.shut {
-		p.mu.Unlock()
-		return nil, sql.ErrConnDone
-	}
-	if p.n < WriteConns {
-		p.n++
-		p.mu.Unlock()
-		c, err := p.db.Conn(ctx)
-		if err != nil {
-			p.mu.Lock()
-			p.n--
+	for {
+		p.mu.Lock()
+		if p.shut {
 			p.mu.Unlock()
-			return nil, err
+			return nil, sql.ErrConnDone
 		}
-		return &ownConn{c: c, stmts: make(map[string]*sql.Stmt)}, nil
+		if k := len(p.idle); k > 0 {
+			c := p.idle[k-1]
+			p.idle[k-1] = nil
+			p.idle = p.idle[:k-1]
+			p.mu.Unlock()
+			return c, nil
+		}
+		if p.n < WriteConns {
+			p.n++
+			p.mu.Unlock()
+			c, err := p.db.Conn(ctx)
+			if err != nil {
+				p.mu.Lock()
+				p.n--
+				p.wakeLocked(nil)
+				p.mu.Unlock()
+				return nil, err
+			}
+			return &ownConn{c: c, stmts: make(map[string]*sql.Stmt)}, nil
+		}
+		ch := make(chan *ownConn, 1)
+		p.waiters = append(p.waiters, ch)
+		p.mu.Unlock()
+		select {
+		case c := <-ch:
+			if c != nil {
+				return c, nil
+			}
+			// A connection was dropped or the pool closed: look again.
+		case <-ctx.Done():
+			p.mu.Lock()
+			for i, w := range p.waiters {
+				if w == ch {
+					p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+					p.mu.Unlock()
+					return nil, ctx.Err()
+				}
+			}
+			p.mu.Unlock()
+			// put or a drop already chose this get: pass what it sent on.
+			if c := <-ch; c != nil {
+				p.put(c, nil)
+			} else {
+				p.mu.Lock()
+				p.wakeLocked(nil)
+				p.mu.Unlock()
+			}
+			return nil, ctx.Err()
+		}
 	}
-	p.mu.Unlock()
-	select {
-	case c := <-p.free:
-		return c, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+}
+
+// wakeLocked hands c to the longest waiting get, if there is one, and
+// reports whether it did. A nil c makes that get look again.
+func (p *connPool) wakeLocked(c *ownConn) bool {
+	if len(p.waiters) == 0 {
+		return false
 	}
+	w := p.waiters[0]
+	p.waiters[0] = nil
+	p.waiters = p.waiters[1:]
+	w <- c
+	return true
 }
 
 // put gives c back, or closes it when err says it is broken or the pool
@@ -86,30 +134,30 @@ func (p *connPool) put(c *ownConn, err error) {
 	drop := p.shut || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)
 	if drop {
 		p.n--
-	}
-	p.mu.Unlock()
-	if drop {
+		p.wakeLocked(nil)
+		p.mu.Unlock()
 		c.close()
 		return
 	}
-	p.free <- c
+	if !p.wakeLocked(c) {
+		p.idle = append(p.idle, c)
+	}
+	p.mu.Unlock()
 }
 
 // close closes the free connections and makes put close the others.
 func (p *connPool) close() {
 	p.mu.Lock()
 	p.shut = true
-	for {
-		select {
-		case c := <-p.free:
-			p.n--
-			c.close()
-			continue
-		default:
-		}
-		break
+	idle := p.idle
+	p.idle = nil
+	p.n -= len(idle)
+	for p.wakeLocked(nil) {
 	}
 	p.mu.Unlock()
+	for _, c := range idle {
+		c.close()
+	}
 }
 
 func (c *ownConn) close() {
