@@ -249,3 +249,93 @@ func TestCloseTwice(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 }
+
+// TestViewsBetweenWrites: reads run on the writers' connections when one
+// is free; a read of several statements, a read that tries to write, and
+// one open while another goroutine commits each leave the connection fit
+// for the next write.
+func TestViewsBetweenWrites(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, filepath.Join(t.TempDir(), "meta.db"), true)
+	defer st.Close()
+	setNode := func(ino store.Ino, mode uint16) {
+		t.Helper()
+		if err := st.Update(ctx, func(tx store.Tx) error {
+			tx.SetNode(&store.Node{Ino: ino, Type: store.TypeFile, Mode: mode, Nlink: 1})
+			return nil
+		}); err != nil {
+			t.Fatalf("update: %v", err)
+		}
+	}
+	mode := func(tx store.Tx, ino store.Ino) uint16 {
+		t.Helper()
+		n, err := tx.Node(ino)
+		if err != nil {
+			t.Fatalf("node %d: %v", ino, err)
+		}
+		return n.Mode
+	}
+	setNode(10, 0o600)
+	setNode(11, 0o640)
+	for range 3 { // two statements: the view begins a transaction at the second
+		if err := st.View(ctx, func(tx store.Tx) error {
+			if m := mode(tx, 10); m != 0o600 {
+				t.Errorf("mode %o", m)
+			}
+			if m := mode(tx, 11); m != 0o640 {
+				t.Errorf("mode %o", m)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		setNode(12, 0o644)
+	}
+	err := st.View(ctx, func(tx store.Tx) error {
+		mode(tx, 10)
+		mode(tx, 11)
+		tx.SetNode(&store.Node{Ino: 13, Type: store.TypeFile, Mode: 0o600, Nlink: 1})
+		return nil
+	})
+	if err == nil {
+		t.Fatal("a write in a view succeeded")
+	}
+	setNode(14, 0o600) // would fail if the view had left its transaction open
+	if err := st.View(ctx, func(tx store.Tx) error {
+		if _, err := tx.Node(13); err != store.ErrNotFound {
+			t.Errorf("the view's write is there: %v", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A view open across another goroutine's commit.
+	if err := st.View(ctx, func(tx store.Tx) error {
+		mode(tx, 10)
+		mode(tx, 11)
+		done := make(chan error)
+		go func() {
+			done <- st.Update(ctx, func(tx store.Tx) error {
+				tx.SetNode(&store.Node{Ino: 10, Type: store.TypeFile, Mode: 0o700, Nlink: 1})
+				return nil
+			})
+		}()
+		if err := <-done; err != nil {
+			t.Errorf("update during a view: %v", err)
+		}
+		if m := mode(tx, 10); m != 0o600 {
+			t.Errorf("the view's transaction saw a commit made after it began: mode %o", m)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.View(ctx, func(tx store.Tx) error {
+		if m := mode(tx, 10); m != 0o700 {
+			t.Errorf("mode %o after the commit", m)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -39,6 +39,7 @@ type connPool struct {
 	idle    []*ownConn      // free connections, the most recently used last
 	waiters []chan *ownConn // gets waiting for a connection, first first; nil wakes one to try again
 	n       int             // connections open, free or in use
+	reads   int             // of them, taken by tryGetRead
 	shut    bool            // closed: no more connections
 }
 
@@ -112,6 +113,36 @@ func (p *connPool) get(ctx context.Context) (*ownConn, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// tryGetRead returns the free connection used last for a read, or nil
+// when none is free or reads hold all but one of WriteConns (it neither
+// opens one nor waits): a write always finds a connection free or room
+// to open one, however long reads take. putRead gives it back.
+func (p *connPool) tryGetRead() *ownConn {
+	p.mu.Lock()
+	if p.shut || p.reads >= WriteConns-1 {
+		p.mu.Unlock()
+		return nil
+	}
+	if k := len(p.idle); k > 0 {
+		p.reads++
+		c := p.idle[k-1]
+		p.idle[k-1] = nil
+		p.idle = p.idle[:k-1]
+		p.mu.Unlock()
+		return c
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// putRead gives back a connection tryGetRead returned.
+func (p *connPool) putRead(c *ownConn, err error) {
+	p.mu.Lock()
+	p.reads--
+	p.mu.Unlock()
+	p.put(c, err)
 }
 
 // wakeLocked hands c to the longest waiting get, if there is one, and

@@ -49,11 +49,32 @@ func TestConnPoolLastInFirstOut(t *testing.T) {
 		p.put(c, nil)
 	}
 
+	// tryGetRead takes the one used last too, and leaves one connection
+	// to writes.
+	var rs []*ownConn
+	for c := p.tryGetRead(); c != nil; c = p.tryGetRead() {
+		rs = append(rs, c)
+	}
+	if len(rs) != WriteConns-1 || rs[0] != cs[len(cs)-1] {
+		t.Fatalf("reads took %d connections (want %d), the first not the one used last", len(rs), WriteConns-1)
+	}
+	if c, err := p.get(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		p.put(c, nil)
+	}
+	for _, c := range rs {
+		p.putRead(c, nil)
+	}
+
 	// All out: a get waits, and a put hands it the connection.
 	for i := range cs {
 		if cs[i], _ = p.get(ctx); cs[i] == nil {
 			t.Fatal("no connection")
 		}
+	}
+	if c := p.tryGetRead(); c != nil {
+		t.Fatal("tryGetRead returned a connection with none free")
 	}
 	got := make(chan *ownConn)
 	go func() {

@@ -28,8 +28,11 @@ type tx struct {
 	ctx   context.Context
 	s     *Store
 	tx    *sql.Tx
-	conn  *ownConn // instead of tx: a write on an embedded database's own connection
+	conn  *ownConn // instead of tx: an embedded database's own connection (see connPool)
 	write bool
+	// begun says that a read on conn began a transaction (at its second
+	// statement, as a lazy one does on the pool); it ends with a rollback.
+	begun bool
 	err   error // first failed statement, described; voids the transaction
 	// lazy says that no statement has run yet and none is to begin a
 	// transaction: the first one runs alone.
@@ -82,7 +85,17 @@ func (s text) ExecContext(ctx context.Context, args ...any) (sql.Result, error) 
 // transaction runs alone; the second begins the transaction.
 func (t *tx) statement(q string, read bool) (statement, error) {
 	if t.conn != nil {
-		return t.conn.statement(t.ctx, q, t.s.sql(q, read)), nil
+		if !t.write {
+			if t.lazy {
+				t.lazy = false
+			} else if !t.begun {
+				if _, err := t.conn.c.ExecContext(t.ctx, "BEGIN"); err != nil {
+					return nil, err
+				}
+				t.begun = true
+			}
+		}
+		return t.conn.statement(t.ctx, q, t.s.sql(q, read && t.write)), nil
 	}
 	if t.tx == nil {
 		if t.lazy {
