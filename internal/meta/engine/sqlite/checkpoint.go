@@ -34,11 +34,11 @@ import (
 // 50-64 MiB during 5,000 creates, every read searched its index, and once
 // the host's page cache dropped it a round of creates read 100 MiB back
 // from disk and ran at two thirds of the speed. So when a passive
-// checkpoint leaves the log over restartFrames, a RESTART checkpoint
+// checkpoint leaves the log over restartFrames, a TRUNCATE checkpoint
 // follows: it copies the few frames added meanwhile, waits (at most
 // restartWait, holding new commits back that long) for readers to leave
-// the log, and the next commit starts the log over. The log is cut back
-// to walLimit when it starts over.
+// the log, and empties it, so that the next commit starts it over. A log
+// that starts over on its own is cut back to walLimit.
 
 // driverName is go-sqlite3 with the connection settings above.
 const driverName = "sqlite3-sluice"
@@ -50,7 +50,7 @@ const walLimit = 16 << 20
 // the log start over (SQLite's own automatic checkpoint ran at 1,000).
 const restartFrames = 1000
 
-// restartWait bounds how long a RESTART checkpoint waits for readers.
+// restartWait bounds how long a TRUNCATE checkpoint waits for readers.
 const restartWait = 50 * time.Millisecond
 
 // checkpointEvery is how often an open store checkpoints.
@@ -112,7 +112,7 @@ func (s *Store) checkpoint() {
 		if err != nil {
 			return
 		}
-		// This connection's busy timeout bounds the RESTART's wait.
+		// This connection's busy timeout bounds the TRUNCATE's wait.
 		if _, err := c.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout=%d", restartWait.Milliseconds())); err != nil {
 			c.Close()
 			return
@@ -124,7 +124,7 @@ func (s *Store) checkpoint() {
 		return
 	}
 	if frames >= restartFrames {
-		_, _ = s.conn.ExecContext(ctx, "PRAGMA wal_checkpoint(RESTART)")
+		_, _ = s.conn.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 	}
 }
 
