@@ -11,8 +11,11 @@
 //
 // Files keep their data in memory (go-fuse's MemRegularFile); unlink and
 // rmdir drop the name and nothing else, and rmdir does not check that the
-// directory is empty. It is a measuring device, not a file system to keep
-// anything in.
+// directory is empty. Its inodes outlive the kernel's (persistent inodes),
+// so the tree is still there after the kernel's caches are dropped, and
+// workloads that drop them between phases (fs-meta.py) measure the
+// ceiling of each phase. It is a measuring device, not a file system to
+// keep anything in.
 package main
 
 import (
@@ -38,14 +41,14 @@ var (
 )
 
 func (d *dir) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	ch := d.NewInode(ctx, &fs.MemRegularFile{Attr: fuse.Attr{Mode: mode}}, fs.StableAttr{Mode: syscall.S_IFREG})
+	ch := d.NewPersistentInode(ctx, &fs.MemRegularFile{Attr: fuse.Attr{Mode: mode}}, fs.StableAttr{Mode: syscall.S_IFREG})
 	d.AddChild(name, ch, true)
 	out.Mode = syscall.S_IFREG | mode
 	return ch, nil, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 func (d *dir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ch := d.NewInode(ctx, &dir{}, fs.StableAttr{Mode: syscall.S_IFDIR})
+	ch := d.NewPersistentInode(ctx, &dir{}, fs.StableAttr{Mode: syscall.S_IFDIR})
 	d.AddChild(name, ch, true)
 	out.Mode = syscall.S_IFDIR | mode
 	return ch, 0
