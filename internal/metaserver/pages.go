@@ -534,32 +534,15 @@ func splice(scratch, data []byte, ws []wire.Write, order []int, index uint64) (o
 			emitOld()
 		}
 		had := have && bytes.Equal(c.key, key)
-		exists := had
 		var val []byte
 		if had {
 			val = c.val
 		}
-		node := kvstore.IsNodeKey(key)
-		for ; k < len(order) && bytes.Equal(ws[order[k]].Key, key); k++ {
-			w := ws[order[k]]
-			if w.Delete {
-				exists = false
-			} else {
-				exists, val = true, w.Value
-			}
-		}
-		switch {
-		case exists && !had:
-			added++
-			if node {
-				inodes++
-			}
-		case !exists && had:
-			added--
-			if node {
-				inodes--
-			}
-		}
+		var exists bool
+		var a int
+		var d int64
+		k, exists, val, a, d = settle(ws, order, k, had, val)
+		added, inodes = added+a, inodes+d
 		if had {
 			have = c.next() // past the old pair, written anew below or dropped
 		}
@@ -594,38 +577,49 @@ func merge(old []pair, ws []wire.Write, order []int, index uint64) (out []pair, 
 			out = append(out, old[i])
 			i++
 		}
-		cur, exists := pair{}, false
-		if i < len(old) && bytes.Equal(old[i].k, key) {
-			cur, exists = old[i], true
+		had := i < len(old) && bytes.Equal(old[i].k, key)
+		var val []byte
+		if had {
+			val = old[i].v
 			i++
 		}
-		had := exists
-		node := kvstore.IsNodeKey(key)
-		for ; k < len(order) && bytes.Equal(ws[order[k]].Key, key); k++ {
-			w := ws[order[k]]
-			if w.Delete {
-				exists = false
-			} else {
-				cur, exists = pair{k: key, v: w.Value, rev: index}, true
-			}
-		}
-		switch {
-		case exists && !had:
-			added++
-			if node {
-				inodes++
-			}
-		case !exists && had:
-			added--
-			if node {
-				inodes--
-			}
-		}
+		var exists bool
+		var a int
+		var d int64
+		k, exists, val, a, d = settle(ws, order, k, had, val)
+		added, inodes = added+a, inodes+d
 		if exists {
-			out = append(out, cur)
+			out = append(out, pair{k: key, v: val, rev: index})
 		}
 	}
 	return append(out, old[i:]...), added, inodes
+}
+
+// settle applies the writes to one key, ws[order[k]] and those after it
+// with the same key, in order, to what the key held (had: a pair with
+// value val). It returns where the next key's writes start, whether the
+// key then has a pair and its value, and the change in pairs and in node
+// records.
+func settle(ws []wire.Write, order []int, k int, had bool, val []byte) (next int, exists bool, v []byte, added int, inodes int64) {
+	key := ws[order[k]].Key
+	exists, v = had, val
+	for ; k < len(order) && bytes.Equal(ws[order[k]].Key, key); k++ {
+		if w := ws[order[k]]; w.Delete {
+			exists = false
+		} else {
+			exists, v = true, w.Value
+		}
+	}
+	switch {
+	case exists && !had:
+		added = 1
+	case !exists && had:
+		added = -1
+	}
+	if kvstore.IsNodeKey(key) {
+		inodes = int64(added)
+	}
+	return k, exists, v, added, inodes
 }
 
 // loader builds a tree from pairs given in strictly increasing key order,
