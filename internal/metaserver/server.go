@@ -30,8 +30,8 @@ type Options struct {
 	SnapshotTTL time.Duration
 	// CompressIdle is how long a page of the state (a run of about fifty
 	// records: a directory's entries, or neighbouring inodes) may go
-	// unread and unwritten before the loop compresses it when it has
-	// nothing else to do (default 10 s, at least 1 s; negative: never).
+	// unread and unwritten before the loop compresses it, in small steps
+	// while no commit waits (default 10 s, at least 1 s; negative: never).
 	CompressIdle time.Duration
 	// Logger receives the server's log (default: slog.Default()).
 	Logger *slog.Logger
