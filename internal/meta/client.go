@@ -223,6 +223,9 @@ type Client struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	// attached is set on a client working for a session another client
+	// owns (Attach).
+	attached bool
 }
 
 // idPool hands out ids from batches reserved in the engine.
@@ -351,6 +354,24 @@ func UpdateFormat(ctx context.Context, st store.Store, old, f *Format) error {
 // NewClient opens the volume in st for one mount and starts its session
 // and background work. Close stops them.
 func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error) {
+	c, err := newClient(ctx, st, conf)
+	if err != nil {
+		return nil, err
+	}
+	if !conf.ReadOnly {
+		if err := c.registerSession(ctx); err != nil {
+			return nil, err
+		}
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go c.background(bg)
+	return c, nil
+}
+
+// newClient returns a client over st with conf's defaults filled in,
+// before it has a session or background work.
+func newClient(ctx context.Context, st store.Store, conf Config) (*Client, error) {
 	f, err := Load(ctx, st)
 	if err != nil {
 		return nil, err
@@ -397,14 +418,6 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	c.mu.open = map[Ino]int{}
 	c.mu.sustained = map[Ino]bool{}
 	c.mu.posix = map[Ino]bool{}
-	if !conf.ReadOnly {
-		if err := c.registerSession(ctx); err != nil {
-			return nil, err
-		}
-	}
-	bg, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	go c.background(bg)
 	return c, nil
 }
 
@@ -421,6 +434,9 @@ func (c *Client) Store() store.Store { return c.st }
 func (c *Client) Close(ctx context.Context) error {
 	c.cancel()
 	<-c.done
+	if c.attached {
+		return c.flushUsage(ctx)
+	}
 	var errs []error
 	if !c.conf.ReadOnly {
 		// Release this session's locks, delete the files it kept open

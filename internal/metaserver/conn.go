@@ -2,6 +2,7 @@ package metaserver
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,6 +145,13 @@ type conn struct {
 	wake chan struct{}
 	done chan struct{}
 	once sync.Once
+
+	// sink, when set, takes every reply instead of the network (the
+	// in-process connection of the sessions' POSIX core).
+	sink func(frame []byte)
+	// cancels stops the OpCalls running for this connection, by request.
+	cmu     sync.Mutex
+	cancels map[uint64]context.CancelFunc
 }
 
 func (c *conn) close() {
@@ -155,6 +163,10 @@ func (c *conn) close() {
 
 // queue adds a reply; wake asks the writer goroutine to write it.
 func (c *conn) queue(frame []byte, wake bool) {
+	if c.sink != nil {
+		c.sink(frame)
+		return
+	}
 	c.mu.Lock()
 	c.out = append(c.out, frame)
 	c.mu.Unlock()
@@ -244,7 +256,7 @@ func (c *conn) handle(f wire.Frame) {
 	start := time.Now()
 	op := opName(f.Kind)
 	defer func() {
-		if f.Kind != wire.OpCommit {
+		if f.Kind != wire.OpCommit && f.Kind != wire.OpCall && f.Kind != wire.OpRelease && f.Kind != wire.OpCancel {
 			s.m.observe(op, start)
 		}
 	}()
@@ -355,6 +367,47 @@ func (c *conn) handle(f wire.Frame) {
 		if err := r.Done(); err != nil {
 			c.fail(f.ID, err)
 		}
+	case wire.OpCall:
+		c.serveCall(f, start)
+	case wire.OpCancel:
+		r := wire.NewReader(f.Body)
+		id := r.U64()
+		if r.Done() == nil {
+			c.cancelCall(id)
+		}
+	case wire.OpAttach:
+		sid, client, atime, open, err := decodeAttach(f.Body)
+		if err != nil {
+			c.fail(f.ID, err)
+			return
+		}
+		id := f.ID
+		go func() { // its reads and commits come back through the loop
+			if err := s.attach(context.Background(), sid, client, atime, open); err != nil {
+				c.fail(id, err)
+				c.flush()
+				return
+			}
+			c.reply(id, wire.StatusOK, nil)
+			c.flush()
+		}()
+	case wire.OpDetach:
+		r := wire.NewReader(f.Body)
+		sid := r.U64()
+		if err := r.Done(); err != nil {
+			c.fail(f.ID, err)
+			return
+		}
+		id := f.ID
+		go func() {
+			if err := s.detach(context.Background(), sid); err != nil {
+				c.fail(id, err)
+				c.flush()
+				return
+			}
+			c.reply(id, wire.StatusOK, nil)
+			c.flush()
+		}()
 	case wire.OpStats:
 		st := s.Stats()
 		js, _ := json.Marshal(st)

@@ -28,6 +28,8 @@ type metrics struct {
 	inodesNow       atomic.Int64
 	index           prometheus.Gauge
 	conns           prometheus.Gauge
+	sessions        prometheus.Gauge
+	retriedCalls    prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -54,6 +56,8 @@ func newMetrics() *metrics {
 		inodes:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_inodes", Help: "Inodes held (files, directories and the rest)."}),
 		index:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_log_index", Help: "Index of the last durable log record."}),
 		conns:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_connections", Help: "Open client connections."}),
+		sessions:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_metaserver_sessions", Help: "Mount sessions attached, whose operations the server runs."}),
+		retriedCalls:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_retried_calls_total", Help: "Operations received again after their connection broke (answered, not run twice)."}),
 	}
 	perInode := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_metaserver_heap_bytes_per_inode",
@@ -63,7 +67,7 @@ func newMetrics() *metrics {
 		rtmetrics.Read(sample)
 		return float64(sample[0].Value.Uint64()) / math.Max(1, float64(m.inodesNow.Load()))
 	})
-	m.reg.MustRegister(m.ops, m.fsync, m.batch, m.logBytes, m.checkpointBytes, m.checkpoints, m.conflicts, m.retried, m.keys, m.inodes, perInode, m.index, m.conns,
+	m.reg.MustRegister(m.ops, m.fsync, m.batch, m.logBytes, m.checkpointBytes, m.checkpoints, m.conflicts, m.retried, m.keys, m.inodes, perInode, m.index, m.conns, m.sessions, m.retriedCalls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -116,6 +120,12 @@ func opName(k byte) string {
 		return "stats"
 	case wire.OpGetFollow:
 		return "get_follow"
+	case wire.OpAttach:
+		return "attach"
+	case wire.OpDetach:
+		return "detach"
+	case wire.OpCancel:
+		return "cancel"
 	}
 	return "unknown"
 }

@@ -1,6 +1,7 @@
 package metaserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,6 +78,7 @@ type Server struct {
 	cpSize    atomic.Int64
 
 	snaps snapshots
+	sess  *sessions // mounts whose operations the server runs
 
 	connMu sync.Mutex
 	conns  map[*conn]struct{}
@@ -193,6 +195,8 @@ func Open(opts Options) (*Server, error) {
 	go s.loop()
 	go s.syncer()
 	go s.snaps.reap(s.loopEnd)
+	s.initSessions()
+	go s.reapSessions(s.loopEnd)
 	return s, nil
 }
 
@@ -590,6 +594,10 @@ func (s *Server) Close() error {
 		c.close()
 	}
 	s.connMu.Unlock()
+	// The sessions' usage counts are committed while the loop runs.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	s.closeSessions(ctx)
+	cancel()
 	close(s.stop)
 	<-s.syncEnd
 	s.cpWG.Wait()

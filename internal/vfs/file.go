@@ -362,7 +362,15 @@ func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, um
 		}
 		return v.openInternal(ctx, f, flags)
 	}
-	a, err := v.meta.Mknod(ctx, parent, name, meta.NewNode{Type: store.TypeFile, Mode: mode, Umask: umask})
+	nn := meta.NewNode{Type: store.TypeFile, Mode: mode, Umask: umask}
+	cr, counted := v.meta.(Creator)
+	var a *meta.Attr
+	var err error
+	if counted {
+		a, err = cr.Create(ctx, parent, name, nn)
+	} else {
+		a, err = v.meta.Mknod(ctx, parent, name, nn)
+	}
 	if meta.Errno(err) == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		// The kernel believed the name missing (another mount created it
 		// since): open(2) without O_EXCL opens what is there.
@@ -372,7 +380,9 @@ func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, um
 		return nil, 0, err
 	}
 	v.view.entry(parent, name, a)
-	v.meta.Created(a.Ino)
+	if !counted {
+		v.meta.Created(a.Ino)
+	}
 	f := v.openFileRef(a)
 	f.mu.Lock()
 	f.mu.noCaps = true // a new file has no attributes but inherited ACLs

@@ -79,6 +79,14 @@ type Meta interface {
 
 var _ Meta = (*meta.Client)(nil)
 
+// Creator is the optional capability of a Meta that makes a regular
+// file and counts a handle of it open in one call, as Mknod then Created
+// would (a client of the metadata server: one round trip, and no window
+// in which the server knows the file but not the handle).
+type Creator interface {
+	Create(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error)
+}
+
 // LookerAhead is the optional capability of a Meta that may answer the
 // kernel's lookups from a listing of the directory read a moment ago
 // (*meta.Client with Config.Statahead). LookupAhead returns how old its

@@ -38,7 +38,10 @@ import (
 	"github.com/sluicefs/sluice/internal/control"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
+	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
+	"github.com/sluicefs/sluice/internal/meta/remote"
 	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/object"
 	objall "github.com/sluicefs/sluice/internal/object/all"
 	"github.com/sluicefs/sluice/internal/object/compress"
@@ -56,6 +59,7 @@ import (
 type Volume struct {
 	level   Level
 	st      store.Store
+	raw     store.Store // st as the engine opened it, unwrapped
 	format  *meta.Format
 	objects object.Store
 	sealed  object.Store
@@ -63,6 +67,7 @@ type Volume struct {
 	limits  *limit.Store // bandwidth limits, which follow the volume's settings
 	chunks  *chunk.Store
 	client  *meta.Client
+	remote  *remote.Client // the session's operations on the metadata server, when they run there
 	fs      *vfs.VFS
 
 	telemetry *telemetry.Mount // Level FileSystem
@@ -132,10 +137,18 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	if opts.Level < FileSystem {
 		return v, nil
 	}
+	var fsMeta vfs.Meta = v.client
+	if db := serverOps(v.raw); db != nil && !mconf.ReadOnly {
+		// The metadata server runs the session's operations itself.
+		if v.remote, err = remote.New(ctx, db, v.client, mconf.AtimeMode); err != nil {
+			return v, err
+		}
+		fsMeta = v.remote
+	}
 	vc := vfsConfig(v.chunks, v.client, &opts)
 	vc.Stats = v.telemetry.WriteText
 	tools := addToolControls(&vc, v.chunks, v.client) // info, summary, warmup, rmr (controls.go)
-	v.fs = vfs.New(v.client, v.chunks, vc)
+	v.fs = vfs.New(fsMeta, v.chunks, vc)
 	tools.fs.Store(v.fs)
 	if err := v.registerMetrics(); err != nil {
 		return v, fmt.Errorf("register metrics: %w", err)
@@ -160,8 +173,27 @@ func (v *Volume) openMeta(ctx context.Context, metaURL string, timeout time.Dura
 	if v.st, err = all.Open(octx, metaURL, false); err != nil {
 		return err
 	}
+	v.raw = v.st
 	v.format, err = meta.Load(octx, v.st)
 	return err
+}
+
+// serverOps returns the metadata server's DB of st when a mount's
+// operations should run on the server, nil otherwise.
+func serverOps(st store.Store) *sluice.DB {
+	var kv *kvstore.Store
+	switch s := st.(type) {
+	case *kvstore.Store:
+		kv = s
+	case *kvstore.BulkStore:
+		kv = s.Store
+	default:
+		return nil
+	}
+	if db, ok := kv.DB().(*sluice.DB); ok && db.ServerOps() {
+		return db
+	}
+	return nil
 }
 
 // chunkConfig returns opts.Chunks with the fields the volume decides.
@@ -272,6 +304,11 @@ func (v *Volume) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("sync stored blocks: %w", err))
 		}
 	}
+	if v.remote != nil {
+		if err := v.remote.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close metadata server session: %w", err))
+		}
+	}
 	if v.client != nil {
 		if err := v.client.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close metadata client: %w", err))
@@ -287,7 +324,7 @@ func (v *Volume) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close metadata engine: %w", err))
 		}
 	}
-	v.fs, v.client, v.chunks, v.st = nil, nil, nil, nil
+	v.fs, v.remote, v.client, v.chunks, v.st = nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 

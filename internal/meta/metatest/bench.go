@@ -13,35 +13,61 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
+// Ops are the operations Bench measures: a *meta.Client has them, and
+// so does a client that sends them whole to the metadata server.
+type Ops interface {
+	Mknod(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error)
+	Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error)
+	GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error)
+	SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.Attr) (*meta.Attr, error)
+	Rename(ctx context.Context, srcParent meta.Ino, srcName []byte, dstParent meta.Ino, dstName []byte, flags uint32) error
+	Unlink(ctx context.Context, parent meta.Ino, name []byte) error
+	ReadDir(ctx context.Context, ino meta.Ino, after []byte, limit int, plus bool) ([]meta.Entry, error)
+}
+
 // Bench measures metadata operations through the meta API on the engine
 // newStore opens: create, lookup, getattr, rename and unlink of files in
 // one directory, and full listings of directories of 1,000 and 100,000
 // entries. An engine's test file runs it from a Benchmark function; results
 // are per operation (ns/op), or per listed entry for the listings.
 func Bench(b *testing.B, newStore func(tb testing.TB) store.Store) {
+	BenchOps(b, func(tb testing.TB) Ops {
+		ctx := context.Background()
+		st := newStore(tb)
+		tb.Cleanup(func() { st.Close() })
+		if _, err := meta.FormatVolume(ctx, st, testFormat()); err != nil {
+			tb.Fatal(err)
+		}
+		c, err := meta.NewClient(ctx, st, meta.Config{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { c.Close(ctx) })
+		return c
+	})
+}
+
+// BenchFormat returns the settings of the volumes Bench formats.
+func BenchFormat() *meta.Format { return testFormat() }
+
+// BenchOps is Bench over the operations open returns, on a freshly
+// formatted volume of its own for each benchmark.
+func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 	// A context that can be cancelled, as a mount's requests have: some
 	// drivers watch such a context on a goroutine per statement.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	setup := func(b *testing.B) (*meta.Client, meta.Ino) {
+	ctx = meta.WithCred(ctx, meta.Cred{})
+	setup := func(b *testing.B) (Ops, meta.Ino) {
 		b.Helper()
-		st := newStore(b)
-		b.Cleanup(func() { st.Close() })
-		if _, err := meta.FormatVolume(ctx, st, testFormat()); err != nil {
-			b.Fatal(err)
-		}
-		c, err := meta.NewClient(ctx, st, meta.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { c.Close(ctx) })
+		c := open(b)
 		d, err := c.Mknod(ctx, meta.RootIno, []byte("d"), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
 		if err != nil {
 			b.Fatal(err)
 		}
 		return c, d.Ino
 	}
-	create := func(b *testing.B, c *meta.Client, dir meta.Ino, n int) {
+	create := func(b *testing.B, c Ops, dir meta.Ino, n int) {
 		b.Helper()
 		for i := 0; i < n; i++ {
 			if _, err := c.Mknod(ctx, dir, fmt.Appendf(nil, "f%07d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {

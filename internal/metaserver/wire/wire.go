@@ -54,6 +54,24 @@ const (
 	// present, bytes) each followed, when asked, by the value of the key
 	// the rule makes of it (byte present, bytes).
 	OpGetFollow byte = 7
+	// OpAttach: u64 session, u64 client, bytes atime mode, uvarint n, n
+	// pairs (u64 inode, uvarint open handles). The server runs a POSIX core for the
+	// session (package remote serves its calls), counting the handles
+	// the client holds open. Reply: empty.
+	OpAttach byte = 8
+	// OpCall: u64 session, u64 client, u64 call number, uvarint method,
+	// then the method's arguments (package remote). Reply: the method's
+	// results, StatusNoSession when the session is not attached (the
+	// client attaches and calls again), or StatusErrno. A call sent
+	// again with the same client and number while the server remembers
+	// it is answered, not run twice.
+	OpCall byte = 9
+	// OpCancel: u64 request id of an OpCall on the same connection,
+	// whose caller gave up (an interrupted lock wait). No reply.
+	OpCancel byte = 10
+	// OpDetach: u64 session. The server drops what it ran for the
+	// session. Reply: empty.
+	OpDetach byte = 11
 )
 
 // Follow is the rule of OpGetFollow: the key read next is Prefix, the
@@ -105,6 +123,21 @@ const (
 	StatusNoSnapshot byte = 2
 	// StatusError: body is bytes message.
 	StatusError byte = 3
+	// StatusNoSession: an OpCall named a session not attached.
+	StatusNoSession byte = 4
+	// StatusErrno: an OpCall failed; body is uvarint kind (ErrnoPOSIX,
+	// ErrnoNoInode, ErrnoIO), uvarint errno, bytes message.
+	StatusErrno byte = 5
+)
+
+// Kinds of failure in a StatusErrno reply.
+const (
+	// ErrnoPOSIX is a POSIX failure: the errno alone is the answer.
+	ErrnoPOSIX = 1
+	// ErrnoNoInode is meta.ErrNoInode: the inode named no longer exists.
+	ErrnoNoInode = 2
+	// ErrnoIO is any other failure, an I/O error for the caller.
+	ErrnoIO = 3
 )
 
 // Write kinds in OpCommit.
@@ -198,6 +231,9 @@ func (b *Buf) Bytes(p []byte) {
 	b.b = binary.AppendUvarint(b.b, uint64(len(p)))
 	b.b = append(b.b, p...)
 }
+
+// Append appends p as it is.
+func (b *Buf) Append(p []byte) { b.b = append(b.b, p...) }
 
 // Len returns the frame's length so far, header included.
 func (b *Buf) Len() int { return len(b.b) }

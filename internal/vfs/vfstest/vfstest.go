@@ -53,6 +53,11 @@ type Options struct {
 	Chunk chunk.Config
 	// VFS configures the VFS.
 	VFS vfs.Config
+	// OnClient, when set, returns the Meta the VFS runs on, given the
+	// volume's client (the client of the metadata server that sends the
+	// session's operations whole, for one); a Meta with a Close(ctx)
+	// method is closed after the VFS and before the client.
+	OnClient func(t *testing.T, c *meta.Client) vfs.Meta
 }
 
 // New formats a volume and returns a VFS over it, closed when the test
@@ -93,13 +98,22 @@ func New(t *testing.T, o Options) *vfs.VFS {
 		t.Fatalf("new meta client: %v", err)
 	}
 	s.TrackSyncs(c.Synced)
-	v := vfs.New(c, s, o.VFS)
+	var m vfs.Meta = c
+	if o.OnClient != nil {
+		m = o.OnClient(t, c)
+	}
+	v := vfs.New(m, s, o.VFS)
 	t.Cleanup(func() {
 		if err := v.Close(ctx); err != nil {
 			t.Errorf("close vfs: %v", err)
 		}
 		if err := s.StopSyncs(ctx); err != nil {
 			t.Errorf("sync stored blocks: %v", err)
+		}
+		if cl, ok := m.(interface{ Close(context.Context) error }); ok && m != vfs.Meta(c) {
+			if err := cl.Close(ctx); err != nil {
+				t.Errorf("close meta: %v", err)
+			}
 		}
 		if err := c.Close(ctx); err != nil {
 			t.Errorf("close meta client: %v", err)

@@ -138,6 +138,13 @@ func (c *conn) call(ctx context.Context, op byte, extra []byte, fill func(*wire.
 	case <-ctx.Done():
 		c.mu.Lock()
 		delete(c.pending, id)
+		if op == wire.OpCall && !c.broken {
+			// The server stops what it runs for the call (a lock wait).
+			cb := wire.NewFrame(0, wire.OpCancel)
+			cb.U64(id)
+			c.w.Write(cb.Finish())
+			c.w.Flush()
+		}
 		c.mu.Unlock()
 		select {
 		case f, ok := <-ch: // the reply came as the caller gave up
@@ -149,6 +156,10 @@ func (c *conn) call(ctx context.Context, op byte, extra []byte, fill func(*wire.
 		return wire.Frame{}, ctx.Err()
 	}
 }
+
+// ReplyError turns a reply that is not the one expected (an error, an
+// unknown status) into an error.
+func ReplyError(f wire.Frame) error { return replyError(f) }
 
 // replyError turns an error reply into an error.
 func replyError(f wire.Frame) error {

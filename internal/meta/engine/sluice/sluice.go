@@ -51,12 +51,45 @@ type DB struct {
 	rel    []uint64 // snapshots to release with the next request
 	closed bool
 	rr     atomic.Uint32
+
+	// local, when set, serves every request in process (NewLocal).
+	local Transport
+	// serverOps: a mount's operations run on the server (package
+	// remote), as the URL's ops says.
+	serverOps bool
 }
+
+// ServerOps reports whether a mount should send its operations to the
+// server whole (package remote) rather than run them over transactions:
+// the URL's ops=server, the default, or ops=client.
+func (d *DB) ServerOps() bool { return d.serverOps }
+
+// Transport serves one request and returns its reply: the metadata
+// server serves the transactions of the POSIX core it runs for a mount
+// this way, through the code that serves connections.
+type Transport func(ctx context.Context, op byte, fill func(*wire.Buf)) (wire.Frame, error)
+
+// NewLocal returns a DB whose requests t serves, named name; client
+// names its commits for retries, as a connection's DB's random id does.
+func NewLocal(name string, client uint64, t Transport) *DB {
+	return &DB{name: name, client: client | 1, local: t, timeout: time.Minute}
+}
+
+// Call sends one request, dialling again and sending it again when its
+// connection breaks, until the URL's timeout; a caller that gives up on
+// an OpCall has the server told (OpCancel). The caller decides whether
+// a request may be sent twice: OpCall carries a call number for that.
+func (d *DB) Call(ctx context.Context, op byte, fill func(*wire.Buf)) (wire.Frame, error) {
+	return d.do(ctx, op, fill)
+}
+
+// Client returns the id the DB names its commits and calls with.
+func (d *DB) Client() uint64 { return d.client }
 
 var _ kvstore.DB = (*DB)(nil)
 
 // Open connects to the server the URL names:
-// sluice://HOST:PORT[/NAME][?timeout=DURATION&conns=N].
+// sluice://HOST:PORT[/NAME][?timeout=DURATION&conns=N&ops=server|client].
 func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -74,6 +107,13 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 		if db.timeout, err = time.ParseDuration(v); err != nil || db.timeout <= 0 {
 			return nil, fmt.Errorf("metadata URL %q: timeout %q: want a duration such as 30s", rawURL, v)
 		}
+	}
+	switch v := q.Get("ops"); v {
+	case "", "server":
+		db.serverOps = true
+	case "client":
+	default:
+		return nil, fmt.Errorf("metadata URL %q: ops %q: want server (a mount's operations run on the server, one round trip each) or client (they run in the mount, over transactions)", rawURL, v)
 	}
 	n := 4
 	if v := q.Get("conns"); v != "" {
@@ -103,7 +143,12 @@ func trimSlash(p string) string {
 }
 
 // Name describes the engine.
-func (d *DB) Name() string { return "sluice://" + d.addr + "/" + d.name }
+func (d *DB) Name() string {
+	if d.local != nil {
+		return d.name
+	}
+	return "sluice://" + d.addr + "/" + d.name
+}
 
 // Close closes the connections.
 func (d *DB) Close() error {
@@ -148,6 +193,9 @@ func (d *DB) conn(ctx context.Context) (*conn, error) {
 // do sends a request, sending it again on another connection when its
 // connection breaks, until the timeout.
 func (d *DB) do(ctx context.Context, op byte, fill func(*wire.Buf)) (wire.Frame, error) {
+	if d.local != nil {
+		return d.local(ctx, op, fill)
+	}
 	deadline := time.Now().Add(d.timeout)
 	for i := 0; ; i++ {
 		c, err := d.conn(ctx)
@@ -176,6 +224,13 @@ func (d *DB) do(ctx context.Context, op byte, fill func(*wire.Buf)) (wire.Frame,
 // request.
 func (d *DB) release(snap uint64) {
 	if snap == 0 {
+		return
+	}
+	if d.local != nil {
+		d.local(context.Background(), wire.OpRelease, func(b *wire.Buf) {
+			b.Uvarint(1)
+			b.U64(snap)
+		})
 		return
 	}
 	d.mu.Lock()

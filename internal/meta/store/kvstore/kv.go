@@ -148,6 +148,9 @@ func New(db DB) store.Store {
 // Name names the engine.
 func (s *Store) Name() string { return s.db.Name() }
 
+// DB returns the database the store keeps its records in.
+func (s *Store) DB() DB { return s.db }
+
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 

@@ -1,0 +1,21 @@
+package remote
+
+import (
+	"context"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// CreateAs is Create sent with call number seq, as a retry would send
+// it again.
+func (c *Client) CreateAs(ctx context.Context, seq uint64, parent meta.Ino, name []byte) (*meta.Attr, error) {
+	var a *meta.Attr
+	err := c.callAs(ctx, seq, mCreate, nodeArgs(parent, name, meta.NewNode{Type: store.TypeFile, Mode: 0o644}),
+		func(r *wire.Reader) { a = getAttr(r) }, nil)
+	return a, err
+}
+
+// Seq returns the number of the client's last call.
+func (c *Client) Seq() uint64 { return c.seq.Load() }

@@ -1,0 +1,277 @@
+package remote_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"syscall"
+	"testing"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
+	"github.com/sluicefs/sluice/internal/meta/remote"
+	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/metaserver"
+	"github.com/sluicefs/sluice/internal/vfs"
+	"github.com/sluicefs/sluice/internal/vfs/vfstest"
+)
+
+var (
+	_ vfs.Meta    = (*remote.Client)(nil)
+	_ vfs.Creator = (*remote.Client)(nil)
+)
+
+// server runs a metadata server on loopback over a fresh directory.
+type server struct {
+	srv *metaserver.Server
+	url string
+}
+
+func startServer(t testing.TB) *server {
+	t.Helper()
+	srv, err := metaserver.Open(metaserver.Options{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close server: %v", err)
+		}
+	})
+	return &server{srv: srv, url: "sluice://" + l.Addr().String() + "/test"}
+}
+
+func openDB(t testing.TB, url string) *sluice.DB {
+	t.Helper()
+	db, err := sluice.Open(context.Background(), url, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// vfsOptions returns vfstest options for a volume on a fresh server
+// whose operations run there.
+func vfsOptions(t *testing.T) vfstest.Options {
+	db := openDB(t, startServer(t).url)
+	return vfstest.Options{
+		Store: func(t *testing.T) store.Store { return kvstore.New(db) },
+		OnClient: func(t *testing.T, c *meta.Client) vfs.Meta {
+			rc, err := remote.New(context.Background(), db, c, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rc
+		},
+	}
+}
+
+// TestVFS runs the VFS suite with every operation on the server.
+func TestVFS(t *testing.T) {
+	vfstest.Run(t, func(t *testing.T) *vfs.VFS { return vfstest.New(t, vfsOptions(t)) })
+}
+
+// volume is a formatted volume on a server, with a session's own client
+// and the remote client of its operations.
+type volume struct {
+	db    *sluice.DB
+	local *meta.Client
+	rc    *remote.Client
+}
+
+func newVolume(t *testing.T, url string) *volume {
+	t.Helper()
+	ctx := context.Background()
+	db := openDB(t, url)
+	st := kvstore.New(db)
+	f := &meta.Format{Name: "test", UUID: "test-uuid", Storage: "mem", Bucket: "b", BlockSize: 4096}
+	if _, err := meta.FormatVolume(ctx, st, f); err != nil {
+		t.Fatal(err)
+	}
+	local, err := meta.NewClient(ctx, st, meta.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := remote.New(ctx, db, local, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rc.Close(ctx); err != nil {
+			t.Errorf("close remote: %v", err)
+		}
+		if err := local.Close(ctx); err != nil {
+			t.Errorf("close client: %v", err)
+		}
+	})
+	return &volume{db: db, local: local, rc: rc}
+}
+
+// TestCallsRunOnServer checks that the operations reach the server as
+// calls, one request each.
+func TestCallsRunOnServer(t *testing.T) {
+	s := startServer(t)
+	v := newVolume(t, s.url)
+	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	before := v.rc.Seq()
+	a, err := v.rc.Create(ctx, meta.RootIno, []byte("f"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.rc.Lookup(ctx, meta.RootIno, []byte("f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.rc.Release(ctx, a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.rc.Unlink(ctx, meta.RootIno, []byte("f")); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.rc.Seq() - before; got != 4 {
+		t.Fatalf("4 operations made %d calls", got)
+	}
+	if got := callCount(t, s.srv, "call_create") + callCount(t, s.srv, "call_unlink"); got != 2 {
+		t.Fatalf("server counted %d create and unlink calls, want 2", got)
+	}
+	if _, err := v.rc.GetAttr(ctx, a.Ino); err != meta.ErrNoInode {
+		t.Fatalf("getattr of the unlinked file: %v, want meta.ErrNoInode", err)
+	}
+	if _, err := v.rc.Lookup(ctx, meta.RootIno, []byte("f")); meta.Errno(err) != syscall.ENOENT {
+		t.Fatalf("lookup of the unlinked name: %v, want ENOENT", err)
+	}
+}
+
+// callCount returns how many requests of op the server observed.
+func callCount(t *testing.T, srv *metaserver.Server, op string) uint64 {
+	t.Helper()
+	mfs, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_metaserver_op_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" && l.GetValue() == op {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestCallSentAgainRunsOnce sends one create twice with the same call
+// number, as a client does when the connection broke before the reply:
+// the second gets the first's answer, not EEXIST or a second file.
+func TestCallSentAgainRunsOnce(t *testing.T) {
+	v := newVolume(t, startServer(t).url)
+	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	seq := v.rc.Seq() + 1000
+	a1, err := v.rc.CreateAs(ctx, seq, meta.RootIno, []byte("once"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := v.rc.CreateAs(ctx, seq, meta.RootIno, []byte("once"))
+	if err != nil {
+		t.Fatalf("create sent again: %v", err)
+	}
+	if a1.Ino != a2.Ino {
+		t.Fatalf("create sent again made inode %d after %d", a2.Ino, a1.Ino)
+	}
+	if _, err := v.rc.CreateAs(ctx, seq+1, meta.RootIno, []byte("once")); meta.Errno(err) != syscall.EEXIST {
+		t.Fatalf("a new create of the name: %v, want EEXIST", err)
+	}
+}
+
+// TestAttachAgainAfterRestart restarts the server under a session that
+// holds a file open after unlinking it: the session is attached again
+// with the handle, so the file lives until its release and goes then.
+func TestAttachAgainAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	srv, err := metaserver.Open(metaserver.Options{Dir: dir, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() }) // after the volume's
+	v := newVolume(t, "sluice://"+addr+"/test?timeout=20s")
+	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	a, err := v.rc.Create(ctx, meta.RootIno, []byte("kept"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.rc.Open(ctx, a.Ino, syscall.O_RDONLY); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.rc.Unlink(ctx, meta.RootIno, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if srv, err = metaserver.Open(metaserver.Options{Dir: dir, Logger: logger}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = net.Listen("tcp", addr); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+
+	for i := 0; i < 2; i++ {
+		if _, err := v.rc.GetAttr(ctx, a.Ino); err != nil {
+			t.Fatalf("getattr of the open unlinked file after the restart: %v", err)
+		}
+		if err := v.rc.Release(ctx, a.Ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := v.rc.GetAttr(ctx, a.Ino); err != meta.ErrNoInode {
+		t.Fatalf("getattr after the last release: %v, want meta.ErrNoInode", err)
+	}
+}
+
+// BenchmarkMeta is metatest's meta-API benchmark with the operations run
+// on the server, one request each (compare engine sluice's BenchmarkMeta,
+// which runs them in the client over transactions).
+func BenchmarkMeta(b *testing.B) {
+	metatest.BenchOps(b, func(tb testing.TB) metatest.Ops {
+		ctx := context.Background()
+		db := openDB(tb, startServer(tb).url)
+		st := kvstore.New(db)
+		if _, err := meta.FormatVolume(ctx, st, metatest.BenchFormat()); err != nil {
+			tb.Fatal(err)
+		}
+		local, err := meta.NewClient(ctx, st, meta.Config{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rc, err := remote.New(ctx, db, local, "")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() {
+			rc.Close(ctx)
+			local.Close(ctx)
+		})
+		return rc
+	})
+}

@@ -1,0 +1,246 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/metaserver/wire"
+)
+
+// Decode reads the method of an OpCall's arguments in r (after the
+// session, client and call number), and returns it with a function that
+// runs it on m and appends its results to out. A body that does not
+// decode, or names no method, returns an error wrapping wire.ErrFrame.
+func Decode(r *wire.Reader) (method uint64, run func(ctx context.Context, m *meta.Client, out *wire.Buf) error, err error) {
+	method = r.Uvarint()
+	cred := getCred(r)
+	var fn func(ctx context.Context, m *meta.Client, out *wire.Buf) error
+	switch method {
+	case mLookup:
+		parent, name := meta.Ino(r.Uvarint()), r.Bytes()
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.Lookup(ctx, parent, name)
+			putAttr(out, a)
+			return err
+		}
+	case mGetAttr:
+		ino := meta.Ino(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.GetAttr(ctx, ino)
+			putAttr(out, a)
+			return err
+		}
+	case mSetAttr:
+		ino, mask, in := meta.Ino(r.Uvarint()), uint32(r.Uvarint()), getAttrValue(r)
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.SetAttr(ctx, ino, mask, in)
+			putAttr(out, a)
+			return err
+		}
+	case mApplyAttrChanges:
+		ino, cs := meta.Ino(r.Uvarint()), getChanges(r)
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.ApplyAttrChanges(ctx, ino, cs)
+			putAttr(out, a)
+			return err
+		}
+	case mAccess:
+		ino, mask := meta.Ino(r.Uvarint()), uint32(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			return m.Access(ctx, ino, mask)
+		}
+	case mTouchAtime:
+		ino, a := meta.Ino(r.Uvarint()), getAttr(r)
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			return m.TouchAtime(ctx, ino, a)
+		}
+	case mStatFS:
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			st, err := m.StatFS(ctx)
+			out.Uvarint(st.TotalSpace)
+			out.Uvarint(st.AvailSpace)
+			out.Uvarint(st.UsedInodes)
+			out.Uvarint(st.AvailInodes)
+			return err
+		}
+	case mMknod, mCreate:
+		parent, name, nn := meta.Ino(r.Uvarint()), r.Bytes(), getNewNode(r)
+		create := method == mCreate
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.Mknod(ctx, parent, name, nn)
+			if err == nil && create {
+				m.Created(a.Ino)
+			}
+			putAttr(out, a)
+			return err
+		}
+	case mLink:
+		ino, parent, name := meta.Ino(r.Uvarint()), meta.Ino(r.Uvarint()), r.Bytes()
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.Link(ctx, ino, parent, name)
+			putAttr(out, a)
+			return err
+		}
+	case mUnlink, mRmdir:
+		parent, name := meta.Ino(r.Uvarint()), r.Bytes()
+		rmdir := method == mRmdir
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			if rmdir {
+				return m.Rmdir(ctx, parent, name)
+			}
+			return m.Unlink(ctx, parent, name)
+		}
+	case mRename:
+		sp, sn, dp, dn, flags := meta.Ino(r.Uvarint()), r.Bytes(), meta.Ino(r.Uvarint()), r.Bytes(), uint32(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			return m.Rename(ctx, sp, sn, dp, dn, flags)
+		}
+	case mReadLink:
+		ino := meta.Ino(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			t, err := m.ReadLink(ctx, ino)
+			out.Bytes(t)
+			return err
+		}
+	case mOpen:
+		ino, flags := meta.Ino(r.Uvarint()), uint32(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.Open(ctx, ino, flags)
+			putAttr(out, a)
+			return err
+		}
+	case mCreated:
+		ino := meta.Ino(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			m.Created(ino)
+			return nil
+		}
+	case mRelease:
+		ino := meta.Ino(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			return m.Release(ctx, ino)
+		}
+	case mOpenDir:
+		ino := meta.Ino(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.OpenDir(ctx, ino)
+			putAttr(out, a)
+			return err
+		}
+	case mReadDir:
+		ino, after, limit, plus := meta.Ino(r.Uvarint()), r.Bytes(), int(r.Varint()), getBool(r)
+		if r.Byte() == 0 {
+			after = nil // from the start, which an empty name is not
+		}
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			es, err := m.ReadDir(ctx, ino, after, limit, plus)
+			out.Uvarint(uint64(len(es)))
+			for i := range es {
+				out.Bytes(es[i].Name)
+				out.Uvarint(uint64(es[i].Ino))
+				out.Byte(es[i].Type)
+				if plus {
+					putAttr(out, es[i].Attr)
+				}
+			}
+			return err
+		}
+	case mReadChunk:
+		ino, idx := meta.Ino(r.Uvarint()), uint32(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			ss, err := m.ReadChunk(ctx, ino, idx)
+			out.Uvarint(uint64(len(ss)))
+			for _, s := range ss {
+				putSlice(out, s)
+			}
+			return err
+		}
+	case mWriteSliceAttr:
+		ino, idx, s, cs, unsynced := meta.Ino(r.Uvarint()), uint32(r.Uvarint()), getSlice(r), getChanges(r), getBool(r)
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			v, a, err := m.WriteSliceAttr(ctx, ino, idx, s, cs, unsynced)
+			out.Uvarint(v.Length)
+			out.Varint(v.Mtime)
+			out.Varint(v.Ctime)
+			out.Uvarint(uint64(v.Mtimensec))
+			out.Uvarint(uint64(v.Ctimensec))
+			putAttr(out, a)
+			return err
+		}
+	case mFallocate:
+		ino, mode, off, length := meta.Ino(r.Uvarint()), uint32(r.Uvarint()), r.Uvarint(), r.Uvarint()
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			return m.Fallocate(ctx, ino, mode, off, length)
+		}
+	case mCopyFileRange:
+		src, srcOff, dst, dstOff, length := meta.Ino(r.Uvarint()), r.Uvarint(), meta.Ino(r.Uvarint()), r.Uvarint(), r.Uvarint()
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			n, a, err := m.CopyFileRange(ctx, src, srcOff, dst, dstOff, length)
+			out.Uvarint(n)
+			putAttr(out, a)
+			return err
+		}
+	case mFlock:
+		ino, owner, typ, block := meta.Ino(r.Uvarint()), r.Uvarint(), uint32(r.Uvarint()), getBool(r)
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.Flock(ctx, ino, owner, typ, block)
+			putAttr(out, a)
+			return err
+		}
+	case mGetLk:
+		ino, owner, lk := meta.Ino(r.Uvarint()), r.Uvarint(), getLock(r)
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			l, err := m.GetLk(ctx, ino, owner, lk)
+			putLock(out, l)
+			return err
+		}
+	case mSetLk:
+		ino, owner, lk, block := meta.Ino(r.Uvarint()), r.Uvarint(), getLock(r), getBool(r)
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.SetLk(ctx, ino, owner, lk, block)
+			putAttr(out, a)
+			return err
+		}
+	case mReleaseLocks:
+		ino, owner := meta.Ino(r.Uvarint()), r.Uvarint()
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			return m.ReleaseLocks(ctx, ino, owner)
+		}
+	case mGetXattr:
+		ino, name := meta.Ino(r.Uvarint()), string(r.Bytes())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			v, err := m.GetXattr(ctx, ino, name)
+			out.Bytes(v)
+			return err
+		}
+	case mListXattr:
+		ino := meta.Ino(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			names, err := m.ListXattr(ctx, ino)
+			out.Uvarint(uint64(len(names)))
+			for _, n := range names {
+				out.Bytes([]byte(n))
+			}
+			return err
+		}
+	case mSetXattr:
+		ino, name, value, flags := meta.Ino(r.Uvarint()), string(r.Bytes()), r.Bytes(), uint32(r.Uvarint())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			return m.SetXattr(ctx, ino, name, value, flags)
+		}
+	case mRemoveXattr:
+		ino, name := meta.Ino(r.Uvarint()), string(r.Bytes())
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			return m.RemoveXattr(ctx, ino, name)
+		}
+	default:
+		return method, nil, fmt.Errorf("unknown method %d: %w", method, wire.ErrFrame)
+	}
+	if err := r.Done(); err != nil {
+		return method, nil, err
+	}
+	return method, func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+		return fn(meta.WithCred(ctx, cred), m, out)
+	}, nil
+}
