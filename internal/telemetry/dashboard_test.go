@@ -74,6 +74,7 @@ func mountFamilies(t *testing.T) map[string]family {
 	m := v.Telemetry()
 	m.FuseOp("lookup", time.Millisecond, false)
 	m.FuseOp("unlink", time.Millisecond, true)
+	m.MetaCall("lookup", time.Millisecond) // a sluice:// volume's
 
 	mfs, err := m.Registry().Gather()
 	if err != nil {

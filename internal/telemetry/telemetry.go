@@ -41,10 +41,13 @@ type Mount struct {
 	fuseWrite  prometheus.Counter
 	txs        *prometheus.HistogramVec
 	txRestarts *prometheus.CounterVec
+	metaCalls  *prometheus.HistogramVec
 
 	// fuse caches the histogram of each FUSE operation, so that the
 	// hot path does not hash its label each time.
 	fuse sync.Map // string -> prometheus.Observer
+	// calls does the same for the metadata server's calls.
+	calls sync.Map // string -> prometheus.Observer
 }
 
 // New returns the metrics of a new mount, with the process's CPU, memory
@@ -77,7 +80,12 @@ func New() *Mount {
 		Name: "sluice_meta_transaction_restarts_total",
 		Help: "Metadata engine transactions run again after a conflict, by kind.",
 	}, []string{"kind"})
-	m.reg.MustRegister(m.fuseOps, m.fuseErrors, m.fuseRead, m.fuseWrite, m.txs, m.txRestarts,
+	m.metaCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_meta_calls_duration_seconds",
+		Help:    "Operations sent whole to the metadata server (sluice:// volumes), by method: how long each took, from request to reply.",
+		Buckets: LatencyBuckets,
+	}, []string{"method"})
+	m.reg.MustRegister(m.fuseOps, m.fuseErrors, m.fuseRead, m.fuseWrite, m.txs, m.txRestarts, m.metaCalls,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 	return m
@@ -107,6 +115,16 @@ func (m *Mount) FuseOp(method string, d time.Duration, failed bool) {
 	if failed {
 		m.fuseErrors.WithLabelValues(method).Inc()
 	}
+}
+
+// MetaCall records one operation sent whole to the metadata server: its
+// method and how long it took.
+func (m *Mount) MetaCall(method string, d time.Duration) {
+	o, ok := m.calls.Load(method)
+	if !ok {
+		o, _ = m.calls.LoadOrStore(method, m.metaCalls.WithLabelValues(method))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }
 
 // FuseRead records bytes returned to a read request.

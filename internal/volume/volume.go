@@ -140,7 +140,11 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	var fsMeta vfs.Meta = v.client
 	if db := serverOps(v.raw); db != nil && !mconf.ReadOnly {
 		// The metadata server runs the session's operations itself.
-		if v.remote, err = remote.New(ctx, db, v.client, mconf.AtimeMode); err != nil {
+		ro := remote.Options{AtimeMode: mconf.AtimeMode}
+		if v.telemetry != nil {
+			ro.Observe = v.telemetry.MetaCall
+		}
+		if v.remote, err = remote.New(ctx, db, v.client, ro); err != nil {
 			return v, err
 		}
 		fsMeta = v.remote

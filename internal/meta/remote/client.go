@@ -33,6 +33,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
@@ -54,13 +55,24 @@ type Client struct {
 	attach sync.RWMutex
 	mu     sync.Mutex // guards open
 	open   map[meta.Ino]int
+
+	observe func(method string, d time.Duration)
+}
+
+// Options tune a Client.
+type Options struct {
+	// AtimeMode is the session's client's (meta.Config.AtimeMode).
+	AtimeMode string
+	// Observe, when set, is told of each call: its method and how long
+	// it took.
+	Observe func(method string, d time.Duration)
 }
 
 // New attaches the session of local, a client of the volume on db's
 // server, and returns the Client that sends the session's operations to
-// the server. atimeMode is local's (meta.Config.AtimeMode).
-func New(ctx context.Context, db *sluice.DB, local *meta.Client, atimeMode string) (*Client, error) {
-	c := &Client{db: db, local: local, sid: local.Sid(), atime: atimeMode, open: map[meta.Ino]int{}}
+// the server.
+func New(ctx context.Context, db *sluice.DB, local *meta.Client, o Options) (*Client, error) {
+	c := &Client{db: db, local: local, sid: local.Sid(), atime: o.AtimeMode, open: map[meta.Ino]int{}, observe: o.Observe}
 	if c.sid == 0 {
 		return nil, fmt.Errorf("remote operations need a session (a read-only mount has none)")
 	}
@@ -121,6 +133,9 @@ func (c *Client) call(ctx context.Context, method uint64, fill func(*wire.Buf), 
 
 // callAs is call with the call's number.
 func (c *Client) callAs(ctx context.Context, seq, method uint64, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
+	if c.observe != nil {
+		defer func(start time.Time) { c.observe(MethodName(method), time.Since(start)) }(time.Now())
+	}
 	cred := meta.CredOf(ctx)
 	for attempt := 0; ; attempt++ {
 		c.attach.RLock()

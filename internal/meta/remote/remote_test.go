@@ -66,7 +66,7 @@ func vfsOptions(t *testing.T) vfstest.Options {
 	return vfstest.Options{
 		Store: func(t *testing.T) store.Store { return kvstore.New(db) },
 		OnClient: func(t *testing.T, c *meta.Client) vfs.Meta {
-			rc, err := remote.New(context.Background(), db, c, "")
+			rc, err := remote.New(context.Background(), db, c, remote.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func newVolume(t *testing.T, url string) *volume {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := remote.New(ctx, db, local, "")
+	rc, err := remote.New(ctx, db, local, remote.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func BenchmarkMeta(b *testing.B) {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		rc, err := remote.New(ctx, db, local, "")
+		rc, err := remote.New(ctx, db, local, remote.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}
