@@ -18,6 +18,7 @@ import (
 
 type metaServerOptions struct {
 	listen, dir, name, metrics, log string
+	pprof                           string
 	checkpoint                      int64
 	compressIdle                    time.Duration
 	debug                           bool
@@ -59,6 +60,7 @@ SIGTERM or SIGINT stops the server cleanly with a final checkpoint.`,
 	fl.StringVar(&o.listen, "listen", o.listen, "address to serve clients on")
 	fl.StringVar(&o.name, "name", "", "volume name clients must ask for in their URL (empty: any)")
 	fl.StringVar(&o.metrics, "metrics", "", "serve the server's metrics for Prometheus at http://ADDR/metrics (e.g. 127.0.0.1:9401)")
+	fl.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles over HTTP at this address (e.g. 127.0.0.1:6061)")
 	fl.StringVar(&o.log, "log", "", "log to this file, rotated (default: stderr)")
 	fl.Var(sizeValue{&o.checkpoint, 1 << 20}, "checkpoint-size", "write a checkpoint after this much log (a plain number is MiB)")
 	fl.DurationVar(&o.compressIdle, "compress-idle", 10*time.Second, "compress pages of records nobody used for this long (at least 1s; 0: never)")
@@ -99,6 +101,13 @@ func runMetaServer(o metaServerOptions) error {
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if o.pprof != "" {
+		if err := servePprof(o.pprof, log); err != nil {
+			srv.Close()
+			ln.Close()
+			return err
+		}
 	}
 	if o.metrics != "" {
 		if err := serveMetrics(o.metrics, log, promhttp.HandlerFor(srv.Registry(), promhttp.HandlerOpts{})); err != nil {

@@ -28,7 +28,7 @@ func Attach(ctx context.Context, st store.Store, sid uint64, open map[Ino]int, c
 		return nil, fmt.Errorf("attach: no session")
 	}
 	conf.DeleteSlice, conf.RestoreSlice = nil, nil
-	conf.Statahead, conf.DirAttrReuse = 0, 0
+	conf.Statahead = 0
 	c, err := newClient(ctx, st, conf)
 	if err != nil {
 		return nil, err

@@ -120,3 +120,23 @@ func (r *recentDirs) forget(inos ...Ino) {
 		delete(r.m, ino)
 	}
 }
+
+// The session's changes that another path runs (the metadata server runs
+// the session's operations) reach the client's memory of recent
+// directories through these, with Config.DirAttrReuse.
+
+// RecentBegin returns the generation a change run elsewhere must still
+// see when RecentRecord records what it committed.
+func (c *Client) RecentBegin() uint64 { return c.recent.begin() }
+
+// RecentRecord remembers the attributes of directories a change that
+// began at generation gen committed (see recentDirs).
+func (c *Client) RecentRecord(gen uint64, dirs ...*Attr) { c.recent.record(gen, dirs...) }
+
+// RecentDir returns the remembered attributes of directory ino, while
+// they are fresh: those of this client's last change of its entries.
+func (c *Client) RecentDir(ino Ino) (*Attr, bool) { return c.recent.get(ino) }
+
+// RecentForget forgets what is remembered of inos, or of every directory
+// when none is named, and keeps changes under way from recording.
+func (c *Client) RecentForget(inos ...Ino) { c.recent.forget(inos...) }

@@ -402,3 +402,49 @@ func (c *Client) listAhead(ctx context.Context, parent Ino) {
 	}
 	c.ahead.keep(gen, at, dir, es, nodes)
 }
+
+// ChangeBegins tells the statahead that this session is about to change
+// records through another path than this client's transactions (the
+// metadata server runs the session's operations): no listing read until
+// the returned function is called is kept. The caller forgets what it
+// changes with ForgetNode and ForgetEntry, before the change and again
+// after it, before calling the function.
+func (c *Client) ChangeBegins() (end func()) {
+	if !c.ahead.on() {
+		return func() {}
+	}
+	c.ahead.writeBegan()
+	return c.ahead.writeEnded
+}
+
+// ForgetNode forgets the names the listings hold that lead to ino,
+// whose node is being written elsewhere (see ChangeBegins), and with
+// listing the listing of ino too (its permissions may change).
+func (c *Client) ForgetNode(ino Ino, listing bool) {
+	if !c.ahead.on() {
+		return
+	}
+	c.ahead.mu.Lock()
+	defer c.ahead.mu.Unlock()
+	if listing {
+		c.ahead.dropLocked(ino)
+	}
+	c.ahead.forgetInoLocked(ino)
+}
+
+// ForgetEntry forgets name in parent, being written or removed elsewhere
+// (see ChangeBegins), and every listed name of the node it leads to,
+// whose link count changes.
+func (c *Client) ForgetEntry(parent Ino, name []byte) {
+	if !c.ahead.on() {
+		return
+	}
+	c.ahead.mu.Lock()
+	defer c.ahead.mu.Unlock()
+	if l := c.ahead.dirs[parent]; l != nil {
+		if a := l.names[string(name)]; a != nil {
+			c.ahead.forgetInoLocked(a.Ino)
+		}
+		delete(l.names, string(name))
+	}
+}

@@ -376,14 +376,14 @@ func (c *conn) handle(f wire.Frame) {
 			c.cancelCall(id)
 		}
 	case wire.OpAttach:
-		sid, client, atime, open, err := decodeAttach(f.Body)
+		sid, client, conf, open, err := decodeAttach(f.Body)
 		if err != nil {
 			c.fail(f.ID, err)
 			return
 		}
 		id := f.ID
 		go func() { // its reads and commits come back through the loop
-			if err := s.attach(context.Background(), sid, client, atime, open); err != nil {
+			if err := s.attach(context.Background(), sid, client, conf, open); err != nil {
 				c.fail(id, err)
 				c.flush()
 				return

@@ -36,6 +36,8 @@ type sessions struct {
 	mu sync.Mutex
 	m  map[uint64]*session
 	st store.Store // the server's records, served in process
+
+	workers workers
 }
 
 // session is one attached session.
@@ -63,13 +65,13 @@ func (s *Server) initSessions() {
 	l := &localConn{waiting: map[uint64]chan []byte{}}
 	l.c = &conn{s: s, sink: l.deliver, done: make(chan struct{})}
 	db := sluice.NewLocal("sluice meta-server "+s.opts.Dir, binary.BigEndian.Uint64(id[:]), l.call)
-	s.sess = &sessions{m: map[uint64]*session{}, st: kvstore.New(db)}
+	s.sess = &sessions{m: map[uint64]*session{}, st: kvstore.New(db), workers: workers{jobs: make(chan func())}}
 }
 
 // attach makes sid attached for client, with the handles it holds open.
 // A session already attached for the same client is kept as it is (an
 // attach sent again).
-func (s *Server) attach(ctx context.Context, sid, client uint64, atime string, open map[meta.Ino]int) error {
+func (s *Server) attach(ctx context.Context, sid, client uint64, conf meta.Config, open map[meta.Ino]int) error {
 	ss := s.sess
 	ss.mu.Lock()
 	cur := ss.m[sid]
@@ -77,7 +79,8 @@ func (s *Server) attach(ctx context.Context, sid, client uint64, atime string, o
 	if cur != nil && cur.client == client {
 		return nil
 	}
-	mc, err := meta.Attach(ctx, ss.st, sid, open, meta.Config{AtimeMode: atime, Logger: s.log})
+	conf.Logger = s.log
+	mc, err := meta.Attach(ctx, ss.st, sid, open, conf)
 	if err != nil {
 		return err
 	}
@@ -194,7 +197,10 @@ func (s *Server) closeSessions(ctx context.Context) {
 	}
 }
 
-// serveCall serves an OpCall (body after the session) on c.
+// serveCall serves an OpCall on c. A call that only reads runs here, on
+// the goroutine reading c's requests, and its reply goes out with the
+// next flush, as a get's does; one that may commit or wait for a lock
+// runs on a goroutine of its own.
 func (c *conn) serveCall(f wire.Frame, start time.Time) {
 	s := c.s
 	r := wire.NewReader(f.Body)
@@ -208,20 +214,32 @@ func (c *conn) serveCall(f wire.Frame, start time.Time) {
 		c.reply(f.ID, wire.StatusNoSession, nil)
 		return
 	}
+	method, run, err := remote.Decode(r)
+	if err != nil {
+		c.fail(f.ID, err)
+		return
+	}
+	op := "call_" + remote.MethodName(method)
+	if remote.Idempotent(method) {
+		status, body := runCall(context.Background(), se, run)
+		s.m.observe(op, start)
+		c.replyCall(f.ID, status, body, false)
+		return
+	}
 	cl, fresh := se.begin(client, seq)
 	if !fresh {
 		s.m.retriedCalls.Inc()
 		go func() {
 			<-cl.done
-			c.replyCall(f.ID, cl.status, cl.body)
+			c.replyCall(f.ID, cl.status, cl.body, true)
 		}()
 		return
 	}
-	method, run, err := remote.Decode(r)
-	op := "call_" + remote.MethodName(method)
-	if err != nil {
-		se.end(cl, wire.StatusError, []byte(err.Error()))
-		c.fail(f.ID, err)
+	if !remote.Commits(method) {
+		status, body := runCall(context.Background(), se, run)
+		se.end(cl, status, body)
+		s.m.observe(op, start)
+		c.replyCall(f.ID, status, body, false)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -231,36 +249,72 @@ func (c *conn) serveCall(f wire.Frame, start time.Time) {
 	}
 	c.cancels[f.ID] = cancel
 	c.cmu.Unlock()
-	go func() {
-		defer func() {
-			c.cmu.Lock()
-			delete(c.cancels, f.ID)
-			c.cmu.Unlock()
-			cancel()
-		}()
-		out := wire.NewBuf(64)
-		status := wire.StatusOK
-		if err := run(ctx, se.mc, out); err != nil {
-			out = wire.NewBuf(64)
-			status = wire.StatusErrno
-			remote.EncodeError(out, err)
-		}
-		body := out.Raw()
+	s.sess.workers.run(func() {
+		status, body := runCall(ctx, se, run)
+		c.cmu.Lock()
+		delete(c.cancels, f.ID)
+		c.cmu.Unlock()
+		cancel()
 		se.end(cl, status, body)
 		s.m.observe(op, start)
-		c.replyCall(f.ID, status, body)
-	}()
+		c.replyCall(f.ID, status, body, true)
+	})
 }
 
-// replyCall queues the reply of a call.
-func (c *conn) replyCall(id uint64, status byte, body []byte) {
+// workers run the calls that may wait (commits, lock waits) on
+// goroutines kept between calls, whose stacks have grown already.
+type workers struct {
+	jobs chan func() // unbuffered: a send succeeds when a worker waits
+}
+
+// workerIdle is how long a worker waits for a call before it ends.
+const workerIdle = 10 * time.Second
+
+// run runs job on an idle worker, or on a new one.
+func (w *workers) run(job func()) {
+	select {
+	case w.jobs <- job:
+	default:
+		go w.work(job)
+	}
+}
+
+func (w *workers) work(job func()) {
+	job()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case job := <-w.jobs:
+			job()
+			idle.Reset(workerIdle)
+		case <-idle.C:
+			return
+		}
+	}
+}
+
+// runCall runs a decoded call and returns its reply's status and body.
+func runCall(ctx context.Context, se *session, run func(context.Context, *meta.Client, *wire.Buf) error) (byte, []byte) {
+	out := wire.NewBuf(64)
+	if err := run(ctx, se.mc, out); err != nil {
+		out = wire.NewBuf(64)
+		remote.EncodeError(out, err)
+		return wire.StatusErrno, out.Raw()
+	}
+	return wire.StatusOK, out.Raw()
+}
+
+// replyCall queues the reply of a call; wake has the connection's
+// writer send it (from a goroutine other than the reader's).
+func (c *conn) replyCall(id uint64, status byte, body []byte, wake bool) {
 	b := wire.NewFrame(id, status)
 	if status == wire.StatusError {
 		b.Bytes(body)
 	} else {
 		b.Append(body)
 	}
-	c.queue(b.Finish(), true)
+	c.queue(b.Finish(), wake)
 }
 
 // cancelCall stops the call that request id of c runs.
@@ -274,9 +328,10 @@ func (c *conn) cancelCall(id uint64) {
 }
 
 // decodeAttach reads an OpAttach body.
-func decodeAttach(body []byte) (sid, client uint64, atime string, open map[meta.Ino]int, err error) {
+func decodeAttach(body []byte) (sid, client uint64, conf meta.Config, open map[meta.Ino]int, err error) {
 	r := wire.NewReader(body)
-	sid, client, atime = r.U64(), r.U64(), string(r.Bytes())
+	sid, client, atime := r.U64(), r.U64(), string(r.Bytes())
+	reuse := r.Uvarint()
 	n := r.Count(9)
 	open = make(map[meta.Ino]int, n)
 	for i := 0; i < n; i++ {
@@ -284,14 +339,17 @@ func decodeAttach(body []byte) (sid, client uint64, atime string, open map[meta.
 		open[ino] += int(r.Uvarint())
 	}
 	if err := r.Done(); err != nil {
-		return 0, 0, "", nil, err
+		return 0, 0, meta.Config{}, nil, err
 	}
 	switch atime {
 	case "", meta.AtimeNone, meta.AtimeRelative, meta.AtimeStrict:
 	default:
-		return 0, 0, "", nil, fmt.Errorf("atime mode %q: %w", atime, wire.ErrFrame)
+		return 0, 0, meta.Config{}, nil, fmt.Errorf("atime mode %q: %w", atime, wire.ErrFrame)
 	}
-	return sid, client, atime, open, nil
+	if reuse > uint64(time.Hour) {
+		return 0, 0, meta.Config{}, nil, fmt.Errorf("directory attributes reuse of %v: %w", time.Duration(reuse), wire.ErrFrame)
+	}
+	return sid, client, meta.Config{AtimeMode: atime, DirAttrReuse: time.Duration(reuse)}, open, nil
 }
 
 // localConn serves the in-process requests of the sessions' POSIX core

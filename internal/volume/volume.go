@@ -140,7 +140,7 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 	var fsMeta vfs.Meta = v.client
 	if db := serverOps(v.raw); db != nil && !mconf.ReadOnly {
 		// The metadata server runs the session's operations itself.
-		ro := remote.Options{AtimeMode: mconf.AtimeMode}
+		ro := remote.Options{AtimeMode: mconf.AtimeMode, DirAttrReuse: mconf.DirAttrReuse}
 		if v.telemetry != nil {
 			ro.Observe = v.telemetry.MetaCall
 		}

@@ -46,6 +46,7 @@ type Client struct {
 	local *meta.Client
 	sid   uint64
 	atime string
+	reuse time.Duration
 	seq   atomic.Uint64
 
 	// attach is held for reading by each call from its request to the
@@ -53,16 +54,21 @@ type Client struct {
 	// again, so that the handles sent then are exactly those the server
 	// counted.
 	attach sync.RWMutex
-	mu     sync.Mutex // guards open
+	mu     sync.Mutex // guards open and posix
 	open   map[meta.Ino]int
+	// posix lists the inodes on which this session asked for a POSIX
+	// lock: only there can ReleaseLocks find records to drop.
+	posix map[meta.Ino]bool
 
 	observe func(method string, d time.Duration)
 }
 
 // Options tune a Client.
 type Options struct {
-	// AtimeMode is the session's client's (meta.Config.AtimeMode).
-	AtimeMode string
+	// AtimeMode and DirAttrReuse are the session's client's
+	// (meta.Config).
+	AtimeMode    string
+	DirAttrReuse time.Duration
 	// Observe, when set, is told of each call: its method and how long
 	// it took.
 	Observe func(method string, d time.Duration)
@@ -72,7 +78,7 @@ type Options struct {
 // server, and returns the Client that sends the session's operations to
 // the server.
 func New(ctx context.Context, db *sluice.DB, local *meta.Client, o Options) (*Client, error) {
-	c := &Client{db: db, local: local, sid: local.Sid(), atime: o.AtimeMode, open: map[meta.Ino]int{}, observe: o.Observe}
+	c := &Client{db: db, local: local, sid: local.Sid(), atime: o.AtimeMode, reuse: o.DirAttrReuse, open: map[meta.Ino]int{}, posix: map[meta.Ino]bool{}, observe: o.Observe}
 	if c.sid == 0 {
 		return nil, fmt.Errorf("remote operations need a session (a read-only mount has none)")
 	}
@@ -95,6 +101,7 @@ func (c *Client) reattach(ctx context.Context) error {
 		b.U64(c.sid)
 		b.U64(c.db.Client())
 		b.Bytes([]byte(c.atime))
+		b.Uvarint(uint64(max(c.reuse, 0)))
 		b.Uvarint(uint64(len(open)))
 		for ino, n := range open {
 			b.U64(uint64(ino))

@@ -53,6 +53,24 @@ var methodNames = [methods]string{
 	mCreate: "create", mCreated: "created",
 }
 
+// Idempotent reports whether method m only reads, so that running it
+// again is harmless: the server need not remember its reply.
+func Idempotent(m uint64) bool {
+	switch m {
+	case mLookup, mGetAttr, mAccess, mStatFS, mReadLink, mOpenDir, mReadDir, mReadChunk,
+		mGetLk, mGetXattr, mListXattr:
+		return true
+	}
+	return false
+}
+
+// Commits reports whether method m may commit a transaction (and so wait
+// for the log's sync) or wait for a lock: the server runs such a call on
+// a goroutine of its own, and the others where it reads the request.
+func Commits(m uint64) bool {
+	return !Idempotent(m) && m != mOpen && m != mCreated
+}
+
 // MethodName names method m of an OpCall for metrics, "unknown" when
 // there is none.
 func MethodName(m uint64) string {

@@ -13,7 +13,7 @@ import (
 func (c *Client) CreateAs(ctx context.Context, seq uint64, parent meta.Ino, name []byte) (*meta.Attr, error) {
 	var a *meta.Attr
 	err := c.callAs(ctx, seq, mCreate, nodeArgs(parent, name, meta.NewNode{Type: store.TypeFile, Mode: 0o644}),
-		func(r *wire.Reader) { a = getAttr(r) }, nil)
+		func(r *wire.Reader) { a = getAttr(r); getDirs(r) }, nil)
 	return a, err
 }
 

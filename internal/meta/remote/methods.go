@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/metaserver/wire"
@@ -21,6 +22,103 @@ func (c *Client) attrCall(ctx context.Context, method uint64, fill func(*wire.Bu
 	return a, nil
 }
 
+// change names what a call writes, for the session's statahead (see
+// meta.Client.ChangeBegins): nodes, whether their listing goes too, and
+// entries.
+type change struct {
+	nodes   []meta.Ino
+	listing bool
+	parents []meta.Ino
+	names   [][]byte
+}
+
+// begin forgets what ch writes from the statahead's listings and keeps
+// it from keeping a listing read until the returned function, which
+// forgets it again, is called after the call.
+func (c *Client) begin(ch change) func() {
+	end := c.local.ChangeBegins()
+	forget := func() {
+		for _, ino := range ch.nodes {
+			c.local.ForgetNode(ino, ch.listing)
+		}
+		for i, p := range ch.parents {
+			c.local.ForgetEntry(p, ch.names[i])
+		}
+	}
+	forget()
+	return func() {
+		forget()
+		end()
+	}
+}
+
+func nodes(inos ...meta.Ino) change { return change{nodes: inos} }
+
+// getDirs reads the attributes of the directories a call changed the
+// entries of (putDirs).
+func getDirs(r *wire.Reader) []*meta.Attr {
+	n := r.Count(1)
+	as := make([]*meta.Attr, 0, n)
+	for i := 0; i < n; i++ {
+		as = append(as, getAttr(r))
+	}
+	return as
+}
+
+// entriesCall runs a method that changes entries of directories and
+// returns their attributes after its own results; the session's client
+// remembers them (meta.Client.RecentRecord). With all, everything it
+// remembered is forgotten first (a directory may be removed or moved).
+func (c *Client) entriesCall(ctx context.Context, method uint64, all bool, fill func(*wire.Buf), read func(*wire.Reader), after func(error)) error {
+	if all {
+		c.local.RecentForget()
+	}
+	gen := c.local.RecentBegin()
+	var dirs []*meta.Attr
+	err := c.call(ctx, method, fill, func(r *wire.Reader) {
+		if read != nil {
+			read(r)
+		}
+		dirs = getDirs(r)
+	}, after)
+	if err == nil {
+		c.local.RecentRecord(gen, dirs...)
+	}
+	return err
+}
+
+// attrEntriesCall is entriesCall for a method whose result is
+// attributes.
+func (c *Client) attrEntriesCall(ctx context.Context, method uint64, fill func(*wire.Buf), after func(*meta.Attr, error)) (*meta.Attr, error) {
+	var a *meta.Attr
+	var done func(error)
+	if after != nil {
+		done = func(err error) { after(a, err) }
+	}
+	if err := c.entriesCall(ctx, method, false, fill, func(r *wire.Reader) { a = getAttr(r) }, done); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// forgetDir forgets the remembered attributes of ino, about to change
+// otherwise than by its entries, and returns the function that forgets
+// them again once the change is done.
+func (c *Client) forgetDir(ino meta.Ino) func() {
+	c.local.RecentForget(ino)
+	return func() { c.local.RecentForget(ino) }
+}
+
+// LookupAhead is the session's own client's statahead: it answers the
+// kernel's lookups from a listing of the directory read a moment ago
+// (vfs.LookerAhead); what this Client changes is forgotten from it.
+func (c *Client) LookupAhead(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, time.Duration, error) {
+	return c.local.LookupAhead(ctx, parent, name)
+}
+
+// ForgetAhead is the session's own client's.
+func (c *Client) ForgetAhead(ino meta.Ino) { c.local.ForgetAhead(ino) }
+
 // Lookup finds name in parent.
 func (c *Client) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error) {
 	return c.attrCall(ctx, mLookup, func(b *wire.Buf) {
@@ -31,11 +129,16 @@ func (c *Client) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*met
 
 // GetAttr returns the attributes of ino.
 func (c *Client) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
+	if a, ok := c.local.RecentDir(ino); ok {
+		return a, nil // this session changed its entries a moment ago
+	}
 	return c.attrCall(ctx, mGetAttr, func(b *wire.Buf) { b.Uvarint(uint64(ino)) }, nil)
 }
 
 // SetAttr changes the attributes of ino that mask names.
 func (c *Client) SetAttr(ctx context.Context, ino meta.Ino, mask uint32, in *meta.Attr) (*meta.Attr, error) {
+	defer c.forgetDir(ino)()
+	defer c.begin(change{nodes: []meta.Ino{ino}, listing: true})()
 	return c.attrCall(ctx, mSetAttr, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		b.Uvarint(uint64(mask))
@@ -50,6 +153,8 @@ func (c *Client) PreviewAttr(ctx context.Context, a *meta.Attr, mask uint32, in 
 
 // ApplyAttrChanges applies changes held back by the mount.
 func (c *Client) ApplyAttrChanges(ctx context.Context, ino meta.Ino, changes []meta.AttrChange) (*meta.Attr, error) {
+	defer c.forgetDir(ino)()
+	defer c.begin(change{nodes: []meta.Ino{ino}, listing: true})()
 	return c.attrCall(ctx, mApplyAttrChanges, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		putChanges(b, changes)
@@ -70,6 +175,8 @@ func (c *Client) TouchAtime(ctx context.Context, ino meta.Ino, a *meta.Attr) err
 	if c.atime == "" || c.atime == meta.AtimeNone {
 		return nil
 	}
+	defer c.begin(nodes(ino))()
+	defer c.forgetDir(ino)()
 	return c.call(ctx, mTouchAtime, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		putAttr(b, a)
@@ -95,13 +202,15 @@ func nodeArgs(parent meta.Ino, name []byte, nn meta.NewNode) func(*wire.Buf) {
 
 // Mknod creates name in parent.
 func (c *Client) Mknod(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error) {
-	return c.attrCall(ctx, mMknod, nodeArgs(parent, name, nn), nil)
+	defer c.begin(change{nodes: []meta.Ino{parent}, parents: []meta.Ino{parent}, names: [][]byte{name}})()
+	return c.attrEntriesCall(ctx, mMknod, nodeArgs(parent, name, nn), nil)
 }
 
 // Create creates a regular file name in parent and counts it open, in
 // one call (vfs.Creator).
 func (c *Client) Create(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error) {
-	return c.attrCall(ctx, mCreate, nodeArgs(parent, name, nn), func(a *meta.Attr, err error) {
+	defer c.begin(change{nodes: []meta.Ino{parent}, parents: []meta.Ino{parent}, names: [][]byte{name}})()
+	return c.attrEntriesCall(ctx, mCreate, nodeArgs(parent, name, nn), func(a *meta.Attr, err error) {
 		if err == nil {
 			c.count(a.Ino, 1)
 		}
@@ -128,7 +237,8 @@ func (c *Client) count(ino meta.Ino, n int) {
 
 // Link adds a name for ino.
 func (c *Client) Link(ctx context.Context, ino, newParent meta.Ino, name []byte) (*meta.Attr, error) {
-	return c.attrCall(ctx, mLink, func(b *wire.Buf) {
+	defer c.begin(change{nodes: []meta.Ino{ino, newParent}, parents: []meta.Ino{newParent}, names: [][]byte{name}})()
+	return c.attrEntriesCall(ctx, mLink, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		b.Uvarint(uint64(newParent))
 		b.Bytes(name)
@@ -144,17 +254,20 @@ func nameArgs(parent meta.Ino, name []byte) func(*wire.Buf) {
 
 // Unlink removes a name of a non-directory.
 func (c *Client) Unlink(ctx context.Context, parent meta.Ino, name []byte) error {
-	return c.call(ctx, mUnlink, nameArgs(parent, name), nil, nil)
+	defer c.begin(change{nodes: []meta.Ino{parent}, parents: []meta.Ino{parent}, names: [][]byte{name}})()
+	return c.entriesCall(ctx, mUnlink, false, nameArgs(parent, name), nil, nil)
 }
 
 // Rmdir removes an empty directory.
 func (c *Client) Rmdir(ctx context.Context, parent meta.Ino, name []byte) error {
-	return c.call(ctx, mRmdir, nameArgs(parent, name), nil, nil)
+	defer c.begin(change{nodes: []meta.Ino{parent}, parents: []meta.Ino{parent}, names: [][]byte{name}})()
+	return c.entriesCall(ctx, mRmdir, true, nameArgs(parent, name), nil, nil)
 }
 
 // Rename moves a name.
 func (c *Client) Rename(ctx context.Context, srcParent meta.Ino, srcName []byte, dstParent meta.Ino, dstName []byte, flags uint32) error {
-	return c.call(ctx, mRename, func(b *wire.Buf) {
+	defer c.begin(change{nodes: []meta.Ino{srcParent, dstParent}, parents: []meta.Ino{srcParent, dstParent}, names: [][]byte{srcName, dstName}})()
+	return c.entriesCall(ctx, mRename, true, func(b *wire.Buf) {
 		b.Uvarint(uint64(srcParent))
 		b.Bytes(srcName)
 		b.Uvarint(uint64(dstParent))
@@ -184,6 +297,7 @@ func (c *Client) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.At
 
 // Release forgets a handle of ino.
 func (c *Client) Release(ctx context.Context, ino meta.Ino) error {
+	defer c.begin(nodes(ino))()
 	return c.call(ctx, mRelease, func(b *wire.Buf) { b.Uvarint(uint64(ino)) }, nil,
 		func(error) { c.count(ino, -1) }) // the server forgot it, whatever else failed
 }
@@ -246,6 +360,7 @@ func (c *Client) NewSliceID(ctx context.Context) (uint64, error) { return c.loca
 // WriteSliceAttr commits a slice written into chunk idx of ino, with the
 // attribute changes held back for it.
 func (c *Client) WriteSliceAttr(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice, changes []meta.AttrChange, unsynced bool) (meta.Version, *meta.Attr, error) {
+	defer c.begin(nodes(ino))()
 	var v meta.Version
 	var a *meta.Attr
 	err := c.call(ctx, mWriteSliceAttr, func(b *wire.Buf) {
@@ -267,6 +382,7 @@ func (c *Client) WriteSliceAttr(ctx context.Context, ino meta.Ino, idx uint32, s
 
 // Fallocate allocates, punches or zeroes a range of ino.
 func (c *Client) Fallocate(ctx context.Context, ino meta.Ino, mode uint32, off, length uint64) error {
+	defer c.begin(nodes(ino))()
 	return c.call(ctx, mFallocate, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		b.Uvarint(uint64(mode))
@@ -277,6 +393,7 @@ func (c *Client) Fallocate(ctx context.Context, ino meta.Ino, mode uint32, off, 
 
 // CopyFileRange copies a range of src into dst by reference.
 func (c *Client) CopyFileRange(ctx context.Context, src meta.Ino, srcOff uint64, dst meta.Ino, dstOff uint64, length uint64) (uint64, *meta.Attr, error) {
+	defer c.begin(nodes(dst))()
 	var n uint64
 	var a *meta.Attr
 	err := c.call(ctx, mCopyFileRange, func(b *wire.Buf) {
@@ -318,6 +435,11 @@ func (c *Client) GetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.
 
 // SetLk takes or drops a POSIX lock.
 func (c *Client) SetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.PosixLock, block bool) (*meta.Attr, error) {
+	if lk.Type != meta.LockUnlock {
+		c.mu.Lock()
+		c.posix[ino] = true // before the server may hold it
+		c.mu.Unlock()
+	}
 	return c.attrCall(ctx, mSetLk, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		b.Uvarint(owner)
@@ -326,8 +448,17 @@ func (c *Client) SetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.
 	}, nil)
 }
 
-// ReleaseLocks drops the POSIX locks owner holds on ino.
+// ReleaseLocks drops the POSIX locks owner holds on ino, as closing any
+// of a process's descriptors of a file does. It asks the server only for
+// an inode on which this session ever asked for one: most closes have
+// nothing to release.
 func (c *Client) ReleaseLocks(ctx context.Context, ino meta.Ino, owner uint64) error {
+	c.mu.Lock()
+	held := c.posix[ino]
+	c.mu.Unlock()
+	if !held {
+		return nil
+	}
 	return c.call(ctx, mReleaseLocks, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		b.Uvarint(owner)
@@ -370,6 +501,8 @@ func (c *Client) ListXattr(ctx context.Context, ino meta.Ino) ([]string, error) 
 
 // SetXattr sets an extended attribute.
 func (c *Client) SetXattr(ctx context.Context, ino meta.Ino, name string, value []byte, flags uint32) error {
+	defer c.forgetDir(ino)()
+	defer c.begin(nodes(ino))()
 	return c.call(ctx, mSetXattr, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		b.Bytes([]byte(name))
@@ -380,6 +513,8 @@ func (c *Client) SetXattr(ctx context.Context, ino meta.Ino, name string, value 
 
 // RemoveXattr removes an extended attribute.
 func (c *Client) RemoveXattr(ctx context.Context, ino meta.Ino, name string) error {
+	defer c.forgetDir(ino)()
+	defer c.begin(nodes(ino))()
 	return c.call(ctx, mRemoveXattr, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		b.Bytes([]byte(name))

@@ -7,7 +7,9 @@ import (
 	"net"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
 	"github.com/sluicefs/sluice/internal/meta/metatest"
@@ -20,8 +22,9 @@ import (
 )
 
 var (
-	_ vfs.Meta    = (*remote.Client)(nil)
-	_ vfs.Creator = (*remote.Client)(nil)
+	_ vfs.Meta        = (*remote.Client)(nil)
+	_ vfs.Creator     = (*remote.Client)(nil)
+	_ vfs.LookerAhead = (*remote.Client)(nil)
 )
 
 // server runs a metadata server on loopback over a fresh directory.
@@ -60,24 +63,46 @@ func openDB(t testing.TB, url string) *sluice.DB {
 }
 
 // vfsOptions returns vfstest options for a volume on a fresh server
-// whose operations run there.
-func vfsOptions(t *testing.T) vfstest.Options {
+// whose operations run there, with the rest of o.
+func vfsOptions(t *testing.T, o vfstest.Options) vfstest.Options {
 	db := openDB(t, startServer(t).url)
-	return vfstest.Options{
-		Store: func(t *testing.T) store.Store { return kvstore.New(db) },
-		OnClient: func(t *testing.T, c *meta.Client) vfs.Meta {
-			rc, err := remote.New(context.Background(), db, c, remote.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return rc
-		},
+	o.Store = func(t *testing.T) store.Store { return kvstore.New(db) }
+	o.OnClient = func(t *testing.T, c *meta.Client) vfs.Meta {
+		rc, err := remote.New(context.Background(), db, c, remote.Options{AtimeMode: o.Meta.AtimeMode, DirAttrReuse: o.Meta.DirAttrReuse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc
 	}
+	return o
 }
 
-// TestVFS runs the VFS suite with every operation on the server.
+// TestVFS runs the VFS suite with every operation on the server: as it
+// is, and with the kernel's caches, writeback and the statahead, which
+// must forget what the server changes for this session.
 func TestVFS(t *testing.T) {
-	vfstest.Run(t, func(t *testing.T) *vfs.VFS { return vfstest.New(t, vfsOptions(t)) })
+	configs := []struct {
+		name string
+		opts vfstest.Options
+	}{
+		{"plain", vfstest.Options{}},
+		{"kernel-caches+writeback+statahead", vfstest.Options{
+			Chunk: chunk.Config{Writeback: true, MaxReadahead: 4 * vfstest.BlockSize, Prefetch: 2},
+			VFS:   vfs.Config{AttrTimeout: time.Second, EntryTimeout: time.Second, DirEntryTimeout: time.Second},
+			Meta:  meta.Config{Statahead: time.Second, DirAttrReuse: 100 * time.Millisecond, AtimeMode: meta.AtimeRelative},
+		}},
+	}
+	for _, c := range configs {
+		t.Run(c.name, func(t *testing.T) {
+			vfstest.Run(t, func(t *testing.T) *vfs.VFS {
+				o := c.opts
+				if o.Chunk.Writeback {
+					o.Chunk.CacheDirs = []string{t.TempDir()}
+				}
+				return vfstest.New(t, vfsOptions(t, o))
+			})
+		})
+	}
 }
 
 // volume is a formatted volume on a server, with a session's own client
@@ -88,7 +113,9 @@ type volume struct {
 	rc    *remote.Client
 }
 
-func newVolume(t *testing.T, url string) *volume {
+func newVolume(t *testing.T, url string) *volume { return newVolumeWith(t, url, meta.Config{}) }
+
+func newVolumeWith(t *testing.T, url string, conf meta.Config) *volume {
 	t.Helper()
 	ctx := context.Background()
 	db := openDB(t, url)
@@ -97,7 +124,7 @@ func newVolume(t *testing.T, url string) *volume {
 	if _, err := meta.FormatVolume(ctx, st, f); err != nil {
 		t.Fatal(err)
 	}
-	local, err := meta.NewClient(ctx, st, meta.Config{})
+	local, err := meta.NewClient(ctx, st, conf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,4 +301,113 @@ func BenchmarkMeta(b *testing.B) {
 		})
 		return rc
 	})
+}
+
+// TestStataheadForgetsServerChanges walks a directory until the
+// session's statahead lists it, then changes names and attributes
+// through the server: the next lookups answer the change, not the
+// listing.
+func TestStataheadForgetsServerChanges(t *testing.T) {
+	v := newVolumeWith(t, startServer(t).url, meta.Config{Statahead: time.Minute})
+	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	dir, err := v.rc.Mknod(ctx, meta.RootIno, []byte("d"), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	for _, n := range names {
+		if _, err := v.rc.Mknod(ctx, dir.Ino, []byte(n), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	walk := func() {
+		t.Helper()
+		for _, n := range names[:4] {
+			if _, _, err := v.rc.LookupAhead(ctx, dir.Ino, []byte(n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, age, err := v.rc.LookupAhead(ctx, dir.Ino, []byte("a")); err != nil || age == 0 {
+			t.Fatalf("lookup after a walk: age %v, %v; want an answer from the listing", age, err)
+		}
+	}
+	walk()
+	if err := v.rc.Unlink(ctx, dir.Ino, []byte("e")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := v.rc.LookupAhead(ctx, dir.Ino, []byte("e")); meta.Errno(err) != syscall.ENOENT {
+		t.Fatalf("lookup of a name unlinked through the server: %v, want ENOENT", err)
+	}
+	walk()
+	f, _, err := v.rc.LookupAhead(ctx, dir.Ino, []byte("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.rc.SetAttr(ctx, f.Ino, meta.SetMode, &meta.Attr{Mode: 0o600}); err != nil {
+		t.Fatal(err)
+	}
+	if a, _, err := v.rc.LookupAhead(ctx, dir.Ino, []byte("f")); err != nil || a.Mode&0o777 != 0o600 {
+		t.Fatalf("lookup after a chmod through the server: %v, %v; want mode 0600", a, err)
+	}
+	walk()
+	if err := v.rc.Rename(ctx, dir.Ino, []byte("b"), dir.Ino, []byte("g"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := v.rc.LookupAhead(ctx, dir.Ino, []byte("b")); meta.Errno(err) != syscall.ENOENT {
+		t.Fatalf("lookup of a name renamed away through the server: %v, want ENOENT", err)
+	}
+}
+
+// TestDirAttrsOfOwnChanges: with DirAttrReuse, a getattr of a directory
+// whose entries the session just changed is answered with the attributes
+// the server committed, without a call; a chmod of it is not.
+func TestDirAttrsOfOwnChanges(t *testing.T) {
+	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	db := openDB(t, startServer(t).url)
+	st := kvstore.New(db)
+	if _, err := meta.FormatVolume(ctx, st, metatest.BenchFormat()); err != nil {
+		t.Fatal(err)
+	}
+	conf := meta.Config{DirAttrReuse: time.Minute}
+	local, err := meta.NewClient(ctx, st, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close(ctx)
+	rc, err := remote.New(ctx, db, local, remote.Options{DirAttrReuse: conf.DirAttrReuse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close(ctx)
+	dir, err := rc.Mknod(ctx, meta.RootIno, []byte("d"), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := rc.Mknod(ctx, dir.Ino, []byte("sub"), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := rc.Seq()
+	a, err := rc.GetAttr(ctx, dir.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Seq() != seq {
+		t.Fatalf("getattr of a directory just changed made a call")
+	}
+	if a.Nlink != 3 || !(a.Mtime > dir.Mtime || a.Mtime == dir.Mtime && a.Mtimensec >= dir.Mtimensec) {
+		t.Fatalf("directory after a mkdir in it: nlink %d, mtime %d.%09d (was %d.%09d)", a.Nlink, a.Mtime, a.Mtimensec, dir.Mtime, dir.Mtimensec)
+	}
+	if _, err := rc.SetAttr(ctx, dir.Ino, meta.SetMode, &meta.Attr{Mode: 0o700}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err = rc.GetAttr(ctx, dir.Ino); err != nil || a.Mode&0o777 != 0o700 {
+		t.Fatalf("getattr after a chmod: %+v, %v", a, err)
+	}
+	if err := rc.Rmdir(ctx, dir.Ino, []byte("sub")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.GetAttr(ctx, sub.Ino); err != meta.ErrNoInode {
+		t.Fatalf("getattr of a removed directory: %v, want meta.ErrNoInode", err)
+	}
 }

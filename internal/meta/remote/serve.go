@@ -73,6 +73,7 @@ func Decode(r *wire.Reader) (method uint64, run func(ctx context.Context, m *met
 				m.Created(a.Ino)
 			}
 			putAttr(out, a)
+			putDirs(out, m, parent)
 			return err
 		}
 	case mLink:
@@ -80,21 +81,32 @@ func Decode(r *wire.Reader) (method uint64, run func(ctx context.Context, m *met
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
 			a, err := m.Link(ctx, ino, parent, name)
 			putAttr(out, a)
+			putDirs(out, m, parent)
 			return err
 		}
 	case mUnlink, mRmdir:
 		parent, name := meta.Ino(r.Uvarint()), r.Bytes()
 		rmdir := method == mRmdir
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			var err error
 			if rmdir {
-				return m.Rmdir(ctx, parent, name)
+				err = m.Rmdir(ctx, parent, name)
+			} else {
+				err = m.Unlink(ctx, parent, name)
 			}
-			return m.Unlink(ctx, parent, name)
+			putDirs(out, m, parent)
+			return err
 		}
 	case mRename:
 		sp, sn, dp, dn, flags := meta.Ino(r.Uvarint()), r.Bytes(), meta.Ino(r.Uvarint()), r.Bytes(), uint32(r.Uvarint())
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
-			return m.Rename(ctx, sp, sn, dp, dn, flags)
+			err := m.Rename(ctx, sp, sn, dp, dn, flags)
+			if sp == dp {
+				putDirs(out, m, sp)
+			} else {
+				putDirs(out, m, sp, dp)
+			}
+			return err
 		}
 	case mReadLink:
 		ino := meta.Ino(r.Uvarint())
@@ -243,4 +255,21 @@ func Decode(r *wire.Reader) (method uint64, run func(ctx context.Context, m *met
 	return method, func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
 		return fn(meta.WithCred(ctx, cred), m, out)
 	}, nil
+}
+
+// putDirs appends the attributes the session's client remembers of the
+// directories dirs, whose entries the call just changed (see
+// meta.Client.RecentDir): the mount answers the kernel's next getattr of
+// them without a round trip.
+func putDirs(out *wire.Buf, m *meta.Client, dirs ...meta.Ino) {
+	var as []*meta.Attr
+	for _, d := range dirs {
+		if a, ok := m.RecentDir(d); ok {
+			as = append(as, a)
+		}
+	}
+	out.Uvarint(uint64(len(as)))
+	for _, a := range as {
+		putAttr(out, a)
+	}
 }

@@ -54,8 +54,9 @@ const (
 	// present, bytes) each followed, when asked, by the value of the key
 	// the rule makes of it (byte present, bytes).
 	OpGetFollow byte = 7
-	// OpAttach: u64 session, u64 client, bytes atime mode, uvarint n, n
-	// pairs (u64 inode, uvarint open handles). The server runs a POSIX core for the
+	// OpAttach: u64 session, u64 client, bytes atime mode, uvarint
+	// nanoseconds of directory attributes reuse, uvarint n, n pairs (u64
+	// inode, uvarint open handles). The server runs a POSIX core for the
 	// session (package remote serves its calls), counting the handles
 	// the client holds open. Reply: empty.
 	OpAttach byte = 8
