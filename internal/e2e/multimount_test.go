@@ -18,11 +18,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// twoMounts mounts one volume twice, in two processes, with short kernel
-// caches so that changes show up on the other mount quickly.
-func twoMounts(t *testing.T) (v *volume, a, b string) {
+// twoMountEngines are the engines the two-mount tests run on: the
+// embedded default, and the metadata server, whose mounts send their
+// operations whole.
+var twoMountEngines = []string{"sqlite3", "sluice"}
+
+// twoMountsOn mounts a fresh volume on engine twice, in two processes,
+// with short kernel caches so that changes show up on the other mount
+// quickly.
+func twoMountsOn(t *testing.T, engine string) (v *volume, a, b string) {
 	t.Helper()
-	v = newVolume(t)
+	v = newVolumeOn(t, engine)
 	a, b = v.mnt, filepath.Join(v.dir, "mnt2")
 	cache := []string{"--attr-cache", "0.1", "--entry-cache", "0.1", "--dir-entry-cache", "0.1"}
 	v.mountAt(t, a, cache...)
@@ -55,115 +61,123 @@ func eventuallyWithin(t *testing.T, d time.Duration, what string, check func() e
 // TestTwoMountsCloseToOpen checks close-to-open consistency between two
 // mounts of one volume.
 func TestTwoMountsCloseToOpen(t *testing.T) {
-	_, a, b := twoMounts(t)
-	write(t, filepath.Join(a, "f"), []byte("version 1"))
-	got, err := os.ReadFile(filepath.Join(b, "f"))
-	if err != nil || string(got) != "version 1" {
-		t.Fatalf("b reads %q, %v after a closed the file", got, err)
+	for _, engine := range twoMountEngines {
+		t.Run(engine, func(t *testing.T) {
+			_, a, b := twoMountsOn(t, engine)
+			write(t, filepath.Join(a, "f"), []byte("version 1"))
+			got, err := os.ReadFile(filepath.Join(b, "f"))
+			if err != nil || string(got) != "version 1" {
+				t.Fatalf("b reads %q, %v after a closed the file", got, err)
+			}
+			// Overwrite on b, longer: a's next open sees the new content.
+			write(t, filepath.Join(b, "f"), []byte("version 2, longer"))
+			eventually(t, "a sees b's write after open", func() error {
+				got, err := os.ReadFile(filepath.Join(a, "f"))
+				if err != nil || string(got) != "version 2, longer" {
+					return fmt.Errorf("a reads %q, %v", got, err)
+				}
+				return nil
+			})
+			// Directory changes on a list on b within the cache timeouts.
+			os.Mkdir(filepath.Join(a, "d"), 0o755)
+			for i := 0; i < 20; i++ {
+				write(t, filepath.Join(a, "d", fmt.Sprintf("x%d", i)), nil)
+			}
+			os.Remove(filepath.Join(a, "d", "x3"))
+			eventually(t, "b lists a's directory", func() error {
+				names, err := readDirNames(filepath.Join(b, "d"))
+				if err != nil || len(names) != 19 {
+					return fmt.Errorf("b lists %d entries (%v)", len(names), err)
+				}
+				return nil
+			})
+		})
 	}
-	// Overwrite on b, longer: a's next open sees the new content.
-	write(t, filepath.Join(b, "f"), []byte("version 2, longer"))
-	eventually(t, "a sees b's write after open", func() error {
-		got, err := os.ReadFile(filepath.Join(a, "f"))
-		if err != nil || string(got) != "version 2, longer" {
-			return fmt.Errorf("a reads %q, %v", got, err)
-		}
-		return nil
-	})
-	// Directory changes on a list on b within the cache timeouts.
-	os.Mkdir(filepath.Join(a, "d"), 0o755)
-	for i := 0; i < 20; i++ {
-		write(t, filepath.Join(a, "d", fmt.Sprintf("x%d", i)), nil)
-	}
-	os.Remove(filepath.Join(a, "d", "x3"))
-	eventually(t, "b lists a's directory", func() error {
-		names, err := readDirNames(filepath.Join(b, "d"))
-		if err != nil || len(names) != 19 {
-			return fmt.Errorf("b lists %d entries (%v)", len(names), err)
-		}
-		return nil
-	})
 }
 
 // TestTwoMountsConcurrentChanges creates, renames and unlinks entries of
 // one directory from both mounts at once; nothing is lost or corrupted.
 func TestTwoMountsConcurrentChanges(t *testing.T) {
-	_, a, b := twoMounts(t)
-	os.Mkdir(filepath.Join(a, "d"), 0o755)
-	const n = 300
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w, root := range []string{a, b} {
-		for j := 0; j < 2; j++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < n; i++ {
-					name := fmt.Sprintf("w%d-%d-%d", w, j, i)
-					p := filepath.Join(root, "d", name)
-					if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
-						errs <- err
-						return
-					}
-					switch i % 3 {
-					case 1:
-						if err := os.Rename(p, p+".r"); err != nil {
-							errs <- err
-							return
+	for _, engine := range twoMountEngines {
+		t.Run(engine, func(t *testing.T) {
+			_, a, b := twoMountsOn(t, engine)
+			os.Mkdir(filepath.Join(a, "d"), 0o755)
+			const n = 300
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for w, root := range []string{a, b} {
+				for j := 0; j < 2; j++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := 0; i < n; i++ {
+							name := fmt.Sprintf("w%d-%d-%d", w, j, i)
+							p := filepath.Join(root, "d", name)
+							if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
+								errs <- err
+								return
+							}
+							switch i % 3 {
+							case 1:
+								if err := os.Rename(p, p+".r"); err != nil {
+									errs <- err
+									return
+								}
+							case 2:
+								if err := os.Remove(p); err != nil {
+									errs <- err
+									return
+								}
+							}
 						}
-					case 2:
-						if err := os.Remove(p); err != nil {
-							errs <- err
-							return
+					}()
+				}
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			want := map[string]bool{}
+			for w := 0; w < 2; w++ {
+				for j := 0; j < 2; j++ {
+					for i := 0; i < n; i++ {
+						name := fmt.Sprintf("w%d-%d-%d", w, j, i)
+						switch i % 3 {
+						case 0:
+							want[name] = true
+						case 1:
+							want[name+".r"] = true
 						}
 					}
 				}
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	want := map[string]bool{}
-	for w := 0; w < 2; w++ {
-		for j := 0; j < 2; j++ {
-			for i := 0; i < n; i++ {
-				name := fmt.Sprintf("w%d-%d-%d", w, j, i)
-				switch i % 3 {
-				case 0:
-					want[name] = true
-				case 1:
-					want[name+".r"] = true
-				}
 			}
-		}
-	}
-	for _, root := range []string{a, b} {
-		eventually(t, "listing of "+root, func() error {
-			names, err := readDirNames(filepath.Join(root, "d"))
-			if err != nil {
-				return err
+			for _, root := range []string{a, b} {
+				eventually(t, "listing of "+root, func() error {
+					names, err := readDirNames(filepath.Join(root, "d"))
+					if err != nil {
+						return err
+					}
+					if len(names) != len(want) {
+						return fmt.Errorf("%d entries, want %d", len(names), len(want))
+					}
+					for _, name := range names {
+						if !want[name] {
+							return fmt.Errorf("unexpected entry %s", name)
+						}
+						got, err := os.ReadFile(filepath.Join(root, "d", name))
+						if err != nil || !bytes.Equal(got, []byte(trimR(name))) {
+							return fmt.Errorf("%s reads %q, %v", name, got, err)
+						}
+					}
+					return nil
+				})
 			}
-			if len(names) != len(want) {
-				return fmt.Errorf("%d entries, want %d", len(names), len(want))
+			var st unix.Stat_t
+			if err := unix.Stat(filepath.Join(b, "d"), &st); err != nil || st.Nlink != 2 {
+				t.Errorf("directory nlink %d (%v), want 2", st.Nlink, err)
 			}
-			for _, name := range names {
-				if !want[name] {
-					return fmt.Errorf("unexpected entry %s", name)
-				}
-				got, err := os.ReadFile(filepath.Join(root, "d", name))
-				if err != nil || !bytes.Equal(got, []byte(trimR(name))) {
-					return fmt.Errorf("%s reads %q, %v", name, got, err)
-				}
-			}
-			return nil
 		})
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(filepath.Join(b, "d"), &st); err != nil || st.Nlink != 2 {
-		t.Errorf("directory nlink %d (%v), want 2", st.Nlink, err)
 	}
 }
 
@@ -177,59 +191,63 @@ func trimR(name string) string {
 // TestTwoMountsLocks checks that flock and fcntl locks taken on one mount
 // hold against the other.
 func TestTwoMountsLocks(t *testing.T) {
-	_, a, b := twoMounts(t)
-	write(t, filepath.Join(a, "lock"), []byte("x"))
-	fa, err := os.OpenFile(filepath.Join(a, "lock"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fa.Close()
-	fb, err := os.OpenFile(filepath.Join(b, "lock"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fb.Close()
+	for _, engine := range twoMountEngines {
+		t.Run(engine, func(t *testing.T) {
+			_, a, b := twoMountsOn(t, engine)
+			write(t, filepath.Join(a, "lock"), []byte("x"))
+			fa, err := os.OpenFile(filepath.Join(a, "lock"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fa.Close()
+			fb, err := os.OpenFile(filepath.Join(b, "lock"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fb.Close()
 
-	if err := unix.Flock(int(fa.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
-	wantErrno(t, "flock on b while a holds it", unix.Flock(int(fb.Fd()), unix.LOCK_EX|unix.LOCK_NB), syscall.EWOULDBLOCK)
-	got := make(chan error, 1)
-	go func() { got <- unix.Flock(int(fb.Fd()), unix.LOCK_EX) }()
-	time.Sleep(100 * time.Millisecond) // let b start waiting; the result does not depend on it
-	if err := unix.Flock(int(fa.Fd()), unix.LOCK_UN); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("blocking flock on b: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("blocking flock on b did not get the lock after a unlocked")
-	}
-	unix.Flock(int(fb.Fd()), unix.LOCK_UN)
+			if err := unix.Flock(int(fa.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				t.Fatal(err)
+			}
+			wantErrno(t, "flock on b while a holds it", unix.Flock(int(fb.Fd()), unix.LOCK_EX|unix.LOCK_NB), syscall.EWOULDBLOCK)
+			got := make(chan error, 1)
+			go func() { got <- unix.Flock(int(fb.Fd()), unix.LOCK_EX) }()
+			time.Sleep(100 * time.Millisecond) // let b start waiting; the result does not depend on it
+			if err := unix.Flock(int(fa.Fd()), unix.LOCK_UN); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatalf("blocking flock on b: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("blocking flock on b did not get the lock after a unlocked")
+			}
+			unix.Flock(int(fb.Fd()), unix.LOCK_UN)
 
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 100}
-	if err := unix.FcntlFlock(fa.Fd(), unix.F_SETLK, &lk); err != nil {
-		t.Fatal(err)
+			lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 100}
+			if err := unix.FcntlFlock(fa.Fd(), unix.F_SETLK, &lk); err != nil {
+				t.Fatal(err)
+			}
+			probe := unix.Flock_t{Type: unix.F_WRLCK, Start: 50, Len: 10}
+			if err := unix.FcntlFlock(fb.Fd(), unix.F_GETLK, &probe); err != nil {
+				t.Fatal(err)
+			}
+			if probe.Type != unix.F_WRLCK || probe.Start != 0 || probe.Len != 100 {
+				t.Errorf("F_GETLK on b reports %+v, want a's write lock on [0,100)", probe)
+			}
+			other := unix.Flock_t{Type: unix.F_WRLCK, Start: 200, Len: 10}
+			if err := unix.FcntlFlock(fb.Fd(), unix.F_SETLK, &other); err != nil {
+				t.Errorf("b locks a range a does not hold: %v", err)
+			}
+			clash := unix.Flock_t{Type: unix.F_RDLCK, Start: 90, Len: 20}
+			wantErrno(t, "b locks a's range", unix.FcntlFlock(fb.Fd(), unix.F_SETLK, &clash), syscall.EAGAIN)
+			// Closing a's descriptor drops a's locks.
+			fa.Close()
+			eventually(t, "b locks after a closed", func() error { return unix.FcntlFlock(fb.Fd(), unix.F_SETLK, &clash) })
+		})
 	}
-	probe := unix.Flock_t{Type: unix.F_WRLCK, Start: 50, Len: 10}
-	if err := unix.FcntlFlock(fb.Fd(), unix.F_GETLK, &probe); err != nil {
-		t.Fatal(err)
-	}
-	if probe.Type != unix.F_WRLCK || probe.Start != 0 || probe.Len != 100 {
-		t.Errorf("F_GETLK on b reports %+v, want a's write lock on [0,100)", probe)
-	}
-	other := unix.Flock_t{Type: unix.F_WRLCK, Start: 200, Len: 10}
-	if err := unix.FcntlFlock(fb.Fd(), unix.F_SETLK, &other); err != nil {
-		t.Errorf("b locks a range a does not hold: %v", err)
-	}
-	clash := unix.Flock_t{Type: unix.F_RDLCK, Start: 90, Len: 20}
-	wantErrno(t, "b locks a's range", unix.FcntlFlock(fb.Fd(), unix.F_SETLK, &clash), syscall.EAGAIN)
-	// Closing a's descriptor drops a's locks.
-	fa.Close()
-	eventually(t, "b locks after a closed", func() error { return unix.FcntlFlock(fb.Fd(), unix.F_SETLK, &clash) })
 }
 
 // TestKilledMountReleasesLocks kills one mount with SIGKILL while it holds
@@ -296,32 +314,36 @@ func mountPID(t *testing.T, v *volume, mnt string) int {
 // the same length, and a's very next open and read, with no retry, must
 // return b's bytes.
 func TestReopenAfterSameSizeWrite(t *testing.T) {
-	_, a, b := twoMounts(t)
-	for i := range 6 {
-		data := bytes.Repeat([]byte{byte('A' + i)}, 3<<20+17)
-		writer, reader := b, a
-		if i%2 == 1 {
-			writer, reader = a, b
-		}
-		// The reader caches the old version's pages (twice: the second
-		// read comes from its page cache).
-		for range 2 {
-			if _, err := os.ReadFile(filepath.Join(reader, "f")); err != nil && i > 0 {
-				t.Fatal(err)
+	for _, engine := range twoMountEngines {
+		t.Run(engine, func(t *testing.T) {
+			_, a, b := twoMountsOn(t, engine)
+			for i := range 6 {
+				data := bytes.Repeat([]byte{byte('A' + i)}, 3<<20+17)
+				writer, reader := b, a
+				if i%2 == 1 {
+					writer, reader = a, b
+				}
+				// The reader caches the old version's pages (twice: the second
+				// read comes from its page cache).
+				for range 2 {
+					if _, err := os.ReadFile(filepath.Join(reader, "f")); err != nil && i > 0 {
+						t.Fatal(err)
+					}
+				}
+				write(t, filepath.Join(writer, "f"), data)
+				got, err := os.ReadFile(filepath.Join(reader, "f"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, data) {
+					t.Fatalf("round %d: the other mount read %d bytes starting %q, want %d of %q", i, len(got), got[:min(len(got), 4)], len(data), data[:4])
+				}
+				// And the writer's own re-read, from its cache or not, is right.
+				if got, err := os.ReadFile(filepath.Join(writer, "f")); err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("round %d: the writer re-reads %d bytes, %v", i, len(got), err)
+				}
 			}
-		}
-		write(t, filepath.Join(writer, "f"), data)
-		got, err := os.ReadFile(filepath.Join(reader, "f"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, data) {
-			t.Fatalf("round %d: the other mount read %d bytes starting %q, want %d of %q", i, len(got), got[:min(len(got), 4)], len(data), data[:4])
-		}
-		// And the writer's own re-read, from its cache or not, is right.
-		if got, err := os.ReadFile(filepath.Join(writer, "f")); err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("round %d: the writer re-reads %d bytes, %v", i, len(got), err)
-		}
+		})
 	}
 }
 
