@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -77,19 +79,47 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 	}
 	b.Run("Create", func(b *testing.B) {
 		c, dir := setup(b)
+		var l latencies
 		b.ResetTimer()
-		create(b, c, dir, b.N)
+		for i := 0; i < b.N; i++ {
+			if err := l.time(func() error {
+				_, err := c.Mknod(ctx, dir, fmt.Appendf(nil, "f%07d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		l.report(b)
 	})
 	const files = 1000
 	b.Run("Lookup", func(b *testing.B) {
 		c, dir := setup(b)
 		create(b, c, dir, files)
+		var l latencies
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := c.Lookup(ctx, dir, fmt.Appendf(nil, "f%07d", i%files)); err != nil {
+			if err := l.time(func() error {
+				_, err := c.Lookup(ctx, dir, fmt.Appendf(nil, "f%07d", i%files))
+				return err
+			}); err != nil {
 				b.Fatal(err)
 			}
 		}
+		l.report(b)
+	})
+	// Sixteen callers looking names up at once.
+	b.Run("Lookup16", func(b *testing.B) {
+		c, dir := setup(b)
+		create(b, c, dir, files)
+		var l latencies
+		b.ResetTimer()
+		parallel(b, 16, func(i int64) error {
+			return l.time(func() error {
+				_, err := c.Lookup(ctx, dir, fmt.Appendf(nil, "f%07d", i%files))
+				return err
+			})
+		})
+		l.report(b)
 	})
 	// A name that is not there: what the kernel asks before every create.
 	b.Run("LookupMissing", func(b *testing.B) {
@@ -119,36 +149,46 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 	})
 	b.Run("GetAttr", func(b *testing.B) {
 		c, dir := setup(b)
+		var l latencies
+		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := c.GetAttr(ctx, dir); err != nil {
+			if err := l.time(func() error {
+				_, err := c.GetAttr(ctx, dir)
+				return err
+			}); err != nil {
 				b.Fatal(err)
 			}
 		}
+		l.report(b)
 	})
 	b.Run("Rename", func(b *testing.B) {
 		c, dir := setup(b)
 		create(b, c, dir, 1)
+		var l latencies
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			from, to := fmt.Appendf(nil, "f%07d", i), fmt.Appendf(nil, "f%07d", i+1)
-			if err := c.Rename(ctx, dir, from, dir, to, 0); err != nil {
+			if err := l.time(func() error { return c.Rename(ctx, dir, from, dir, to, 0) }); err != nil {
 				b.Fatal(err)
 			}
 		}
+		l.report(b)
 	})
 	b.Run("Unlink", func(b *testing.B) {
 		c, dir := setup(b)
 		create(b, c, dir, b.N)
+		var l latencies
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if err := c.Unlink(ctx, dir, fmt.Appendf(nil, "f%07d", i)); err != nil {
+			if err := l.time(func() error { return c.Unlink(ctx, dir, fmt.Appendf(nil, "f%07d", i)) }); err != nil {
 				b.Fatal(err)
 			}
 		}
+		l.report(b)
 	})
-	// Sixteen clients at once, each creating files in its own directory
-	// through its own client of the volume: what an engine makes of
-	// concurrency (group commit, pipelining), per operation of all.
+	// Sixteen callers at once, each creating files in its own directory:
+	// what an engine makes of concurrency (group commit, pipelining), per
+	// operation of all.
 	b.Run("Create16", func(b *testing.B) {
 		c, _ := setup(b)
 		const clients = 16
@@ -160,32 +200,15 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 			}
 			dirs[i] = d.Ino
 		}
-		var next atomic.Int64
-		errs := make(chan error, clients)
+		var l latencies
 		b.ResetTimer()
-		var wg sync.WaitGroup
-		for w := 0; w < clients; w++ {
-			wg.Add(1)
-			go func(dir meta.Ino) {
-				defer wg.Done()
-				for {
-					i := next.Add(1)
-					if i > int64(b.N) {
-						return
-					}
-					if _, err := c.Mknod(ctx, dir, fmt.Appendf(nil, "f%07d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644}); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}(dirs[w])
-		}
-		wg.Wait()
-		select {
-		case err := <-errs:
-			b.Fatal(err)
-		default:
-		}
+		parallel(b, clients, func(i int64) error {
+			return l.time(func() error {
+				_, err := c.Mknod(ctx, dirs[i%clients], fmt.Appendf(nil, "f%07d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+				return err
+			})
+		})
+		l.report(b)
 	})
 	for _, n := range []int{1000, 100_000} {
 		b.Run(fmt.Sprintf("ReadDirPlus%d", n), func(b *testing.B) {
@@ -216,4 +239,62 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
 		})
 	}
+}
+
+// parallel runs op for i = 1 to b.N on n goroutines at once and fails b
+// with the first error.
+func parallel(b *testing.B, n int, op func(i int64) error) {
+	var next atomic.Int64
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if err := op(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+}
+
+// latencies records how long each operation took, and reports the
+// median and the 99th percentile (p50-µs, p99-µs).
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+// time runs op and records how long it took.
+func (l *latencies) time(op func() error) error {
+	start := time.Now()
+	err := op()
+	d := time.Since(start)
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+	return err
+}
+
+func (l *latencies) report(b *testing.B) {
+	if len(l.d) == 0 {
+		return
+	}
+	slices.Sort(l.d)
+	at := func(q float64) float64 { return float64(l.d[int(q*float64(len(l.d)-1))].Nanoseconds()) / 1e3 }
+	b.ReportMetric(at(0.5), "p50-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
 }
