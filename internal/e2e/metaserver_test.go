@@ -35,7 +35,8 @@ func TestMetaServerKilledUnderAMount(t *testing.T) {
 		mnt: filepath.Join(dir, "mnt"), log: filepath.Join(dir, "mount.log")}
 	os.Mkdir(v.mnt, 0o755)
 	mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket, "--trash-days", "0")
-	v.mount(t)
+	metrics := freeAddr(t)
+	v.mount(t, "--metrics", metrics)
 
 	content := func(i int) []byte { return []byte(fmt.Sprintf("file %d %s\n", i, time.Now().Format(time.RFC3339Nano))) }
 	written := map[int][]byte{}
@@ -89,6 +90,16 @@ func TestMetaServerKilledUnderAMount(t *testing.T) {
 	}
 	if files != len(written) {
 		t.Fatalf("%d files in the root, %d written", files, len(written))
+	}
+	// The mount sent its operations whole: each create was one call.
+	m := scrapeFamilies(t, metrics)
+	for _, name := range serverOnlyFamilies {
+		if _, ok := m[name]; !ok {
+			t.Errorf("/metrics of the mount has no %s", name)
+		}
+	}
+	if n, _ := m.value("sluice_meta_calls_duration_seconds", "method", "create"); n < float64(len(written)) {
+		t.Errorf("the mount made %v create calls for %d files", n, len(written))
 	}
 	var st struct {
 		Server struct {
