@@ -102,8 +102,9 @@ type Config struct {
 	// DirMtimeSkip lets a change of a directory's entries leave its times
 	// alone when they were set less than this long ago (and its link
 	// count does not change), so concurrent creates in one directory do
-	// not all write its record. Default 10 ms; negative disables. It is
-	// disabled on an engine that misses phantoms (store.Limits).
+	// not all write its record. Default DefaultDirMtimeSkip; negative
+	// disables. It is disabled on an engine that misses phantoms
+	// (store.Limits).
 	DirMtimeSkip time.Duration
 	// AtimeMode is AtimeNone (default), AtimeRelative or AtimeStrict.
 	AtimeMode string
@@ -121,6 +122,9 @@ type Config struct {
 
 // DefaultHeartbeat is Config.Heartbeat when it is zero.
 const DefaultHeartbeat = 12 * time.Second
+
+// DefaultDirMtimeSkip is Config.DirMtimeSkip when it is zero.
+const DefaultDirMtimeSkip = 10 * time.Millisecond
 
 // DefaultSessionTimeout is Config.SessionTimeout of a client with the
 // default heartbeat: 25 heartbeats.
@@ -383,7 +387,7 @@ func newClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 		conf.SessionTimeout = 25 * conf.Heartbeat
 	}
 	if conf.DirMtimeSkip == 0 {
-		conf.DirMtimeSkip = 10 * time.Millisecond
+		conf.DirMtimeSkip = DefaultDirMtimeSkip
 	}
 	if conf.Now == nil {
 		conf.Now = time.Now

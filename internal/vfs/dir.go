@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -62,13 +63,22 @@ func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
 		// version's unless the kernel may hold other attributes than a:
 		// then it drops the listing now (no KeepCache) and, told to
 		// forget the attributes, tags the new listing with a's time.
-		keep = !v.view.attrChanged(a)
+		// A change of the entries within meta's DirMtimeSkip of the last
+		// stamp leaves that time as it was, so a listing begun less
+		// than listingSettle after it is not kept either.
+		keep = !v.view.attrChanged(a) && v.view.listedSettled(a, listingSettle)
 		if !keep {
 			v.invalidateInode(ino, false)
 		}
 	}
 	return v.addHandle(&handle{ino: ino, dir: d, keep: keep}), nil
 }
+
+// listingSettle is how long after a directory's modification time a
+// listing of it must begin for the kernel to keep it: meta's default
+// DirMtimeSkip, within which a change of the entries may leave that time
+// alone, and a margin for the clocks of the hosts that stamp it.
+const listingSettle = meta.DefaultDirMtimeSkip + 100*time.Millisecond
 
 // CacheDir reports whether the kernel may keep directory listings
 // (Config.ReaddirCache); KeepCache tells, per open directory, whether it
@@ -98,6 +108,9 @@ func (v *VFS) ReadDir(ctx context.Context, fh uint64, off uint64, plus bool, emi
 	defer d.mu.Unlock()
 	if off == 0 {
 		v.accessed(ctx, h)
+		if v.conf.ReaddirCache {
+			v.view.listing(d.ino)
+		}
 		// A new listing or rewinddir(3): read afresh.
 		d.base, d.page, d.after, d.eof, d.loaded = 2, nil, nil, false, false
 		if !emit(DirEntry{Name: []byte("."), Ino: d.ino, Type: store.TypeDir, Off: 1}) {

@@ -60,12 +60,13 @@ type kernelView struct {
 
 // viewGen is one generation of the kernel view.
 type viewGen struct {
-	names map[meta.Ino]map[string]struct{}
-	attrs map[meta.Ino]kernelAttr
+	names  map[meta.Ino]map[string]struct{}
+	attrs  map[meta.Ino]kernelAttr
+	listed map[meta.Ino]time.Time // when the kernel last began to list a directory afresh
 }
 
 func newViewGen() viewGen {
-	return viewGen{names: map[meta.Ino]map[string]struct{}{}, attrs: map[meta.Ino]kernelAttr{}}
+	return viewGen{names: map[meta.Ino]map[string]struct{}{}, attrs: map[meta.Ino]kernelAttr{}, listed: map[meta.Ino]time.Time{}}
 }
 
 // kernelAttr is what the view keeps of a file's or a directory's
@@ -182,6 +183,32 @@ func (kv *kernelView) attrChanged(a *meta.Attr) bool {
 	}
 	old, ok := kv.mu.prev.attrs[a.Ino]
 	return ok && old != want
+}
+
+// listing records that the kernel begins a listing of directory ino now,
+// which it may keep (Config.ReaddirCache).
+func (kv *kernelView) listing(ino meta.Ino) {
+	if !kv.lock() {
+		return
+	}
+	defer kv.mu.Unlock()
+	kv.mu.cur.listed[ino] = kv.now()
+}
+
+// listedSettled reports whether the kernel's last listing of directory a
+// began at least settle after a's modification time: then no change of
+// its entries that left that time alone (meta.Config.DirMtimeSkip) can
+// have come after the listing. Without a record it reports false.
+func (kv *kernelView) listedSettled(a *meta.Attr, settle time.Duration) bool {
+	if !kv.lock() {
+		return false
+	}
+	defer kv.mu.Unlock()
+	at, ok := kv.mu.cur.listed[a.Ino]
+	if !ok {
+		at, ok = kv.mu.prev.listed[a.Ino]
+	}
+	return ok && !at.Before(time.Unix(a.Mtime, int64(a.Mtimensec)).Add(settle))
 }
 
 // takeNames returns the names of parent the kernel may still cache and

@@ -87,3 +87,46 @@ func TestKernelViewAdvance(t *testing.T) {
 		t.Error("a commit on top of another mount's change moved the record")
 	}
 }
+
+// TestKernelViewListedSettled checks when a kept listing of a directory
+// may be trusted: only one begun at least the settle time after the
+// directory's modification time, and only while the view remembers it.
+func TestKernelViewListedSettled(t *testing.T) {
+	start := time.Unix(1000, 0)
+	const settle = 100 * time.Millisecond
+	dir := &meta.Attr{Ino: 7, Type: store.TypeDir, Mtime: start.Unix()}
+	cases := []struct {
+		name    string
+		listAt  time.Duration // after the directory's modification time; <0: never listed
+		checkAt time.Duration
+		want    bool
+	}{
+		{"never listed", -1, time.Second, false},
+		{"listed at the change", 0, time.Second, false},
+		{"listed within the settle time", settle - time.Millisecond, time.Second, false},
+		{"listed at the settle time", settle, time.Second, true},
+		{"listed well after", time.Second, 2 * time.Second, true},
+		{"listed, then forgotten by the view", settle, settle + 3*time.Second, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			now := start
+			kv := newKernelView(time.Second)
+			kv.now = func() time.Time { return now }
+			kv.mu.rotated = now
+			if c.listAt >= 0 {
+				now = start.Add(c.listAt)
+				kv.listing(dir.Ino)
+			}
+			now = start.Add(c.checkAt)
+			if got := kv.listedSettled(dir, settle); got != c.want {
+				t.Errorf("listedSettled = %v, want %v", got, c.want)
+			}
+		})
+	}
+	off := newKernelView()
+	off.listing(dir.Ino)
+	if off.listedSettled(dir, 0) {
+		t.Error("a view of a kernel that caches nothing trusts a listing")
+	}
+}
