@@ -72,6 +72,16 @@ func (c *Client) WriteSliceAttr(ctx context.Context, ino Ino, idx uint32, s Slic
 			}
 			before = VersionOf(n)
 			grow = 0
+			if sentAgain(ctx) {
+				cur, err := tx.Chunk(ino, idx)
+				if err != nil {
+					return err
+				}
+				if slices.Contains(cur, s) {
+					out = n // the first run of this call wrote it
+					return nil
+				}
+			}
 			if end > n.Length {
 				if n.Flags&flagTruncating != 0 {
 					return errTruncating

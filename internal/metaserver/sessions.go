@@ -204,7 +204,7 @@ func (s *Server) closeSessions(ctx context.Context) {
 func (c *conn) serveCall(f wire.Frame, start time.Time) {
 	s := c.s
 	r := wire.NewReader(f.Body)
-	sid, client, seq := r.U64(), r.U64(), r.U64()
+	sid, client, seq, flags := r.U64(), r.U64(), r.U64(), r.Byte()
 	if r.Err() != nil {
 		c.fail(f.ID, r.Err())
 		return
@@ -235,14 +235,20 @@ func (c *conn) serveCall(f wire.Frame, start time.Time) {
 		}()
 		return
 	}
+	ctx := context.Background()
+	if flags&wire.CallSentAgain != 0 {
+		// Not remembered, yet sent before: the server may have run it
+		// before a restart.
+		ctx = meta.WithSentAgain(ctx)
+	}
 	if !remote.Commits(method) {
-		status, body := runCall(context.Background(), se, run)
+		status, body := runCall(ctx, se, run)
 		se.end(cl, status, body)
 		s.m.observe(op, start)
 		c.replyCall(f.ID, status, body, false)
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	c.cmu.Lock()
 	if c.cancels == nil {
 		c.cancels = map[uint64]context.CancelFunc{}

@@ -135,21 +135,28 @@ func (c *Client) Close(ctx context.Context) error {
 // answered (whether the method failed or not), before the session could
 // be attached again: it counts handles.
 func (c *Client) call(ctx context.Context, method uint64, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
-	return c.callAs(ctx, c.seq.Add(1), method, fill, read, after)
+	return c.callAs(ctx, c.seq.Add(1), false, method, fill, read, after)
 }
 
-// callAs is call with the call's number.
-func (c *Client) callAs(ctx context.Context, seq, method uint64, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
+// callAs is call with the call's number; sentBefore flags the call as
+// sent again from its first send on.
+func (c *Client) callAs(ctx context.Context, seq uint64, sentBefore bool, method uint64, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
 	if c.observe != nil {
 		defer func(start time.Time) { c.observe(MethodName(method), time.Since(start)) }(time.Now())
 	}
 	cred := meta.CredOf(ctx)
+	sends := 0 // the engine sends the call again on a new connection
 	for attempt := 0; ; attempt++ {
 		c.attach.RLock()
 		f, err := c.db.Call(ctx, wire.OpCall, func(b *wire.Buf) {
 			b.U64(c.sid)
 			b.U64(c.db.Client())
 			b.U64(seq)
+			var flags byte
+			if sends++; sends > 1 || sentBefore {
+				flags |= wire.CallSentAgain
+			}
+			b.Byte(flags)
 			b.Uvarint(method)
 			putCred(b, cred)
 			if fill != nil {

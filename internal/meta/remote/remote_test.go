@@ -226,6 +226,40 @@ func TestCallSentAgainRunsOnce(t *testing.T) {
 // holds a file open after unlinking it: the session is attached again
 // with the handle, so the file lives until its release and goes then.
 func TestAttachAgainAfterRestart(t *testing.T) {
+	url, restart := restartableServer(t)
+	v := newVolume(t, url)
+	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	a, err := v.rc.Create(ctx, meta.RootIno, []byte("kept"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.rc.Open(ctx, a.Ino, syscall.O_RDONLY); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.rc.Unlink(ctx, meta.RootIno, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+
+	restart()
+	for i := 0; i < 2; i++ {
+		if _, err := v.rc.GetAttr(ctx, a.Ino); err != nil {
+			t.Fatalf("getattr of the open unlinked file after the restart: %v", err)
+		}
+		if err := v.rc.Release(ctx, a.Ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := v.rc.GetAttr(ctx, a.Ino); err != meta.ErrNoInode {
+		t.Fatalf("getattr after the last release: %v, want meta.ErrNoInode", err)
+	}
+}
+
+// restartableServer starts a server in a directory of its own and
+// returns its URL and a function that closes it and starts it again on
+// the same address, as a restart after a crash would (the log and
+// checkpoints are what it comes back from).
+func restartableServer(t *testing.T) (url string, restart func()) {
+	t.Helper()
 	dir := t.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -239,40 +273,61 @@ func TestAttachAgainAfterRestart(t *testing.T) {
 	}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() }) // after the volume's
-	v := newVolume(t, "sluice://"+addr+"/test?timeout=20s")
+	return "sluice://" + addr + "/test?timeout=20s", func() {
+		t.Helper()
+		if err := srv.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if srv, err = metaserver.Open(metaserver.Options{Dir: dir, Logger: logger}); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = net.Listen("tcp", addr); err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(l)
+	}
+}
+
+// TestCallSentAgainAfterRestartRunsOnce sends a call again to a server
+// restarted after it ran the call, as a mount does when the server died
+// before its reply went out: the server has forgotten the call, so it
+// runs it again, and the write must not apply twice (a slice named twice
+// in its chunk, with one reference). The same slice written by a call
+// not sent again is a new write (as copy_file_range's would be).
+func TestCallSentAgainAfterRestartRunsOnce(t *testing.T) {
+	url, restart := restartableServer(t)
+	v := newVolume(t, url)
 	ctx := meta.WithCred(context.Background(), meta.Cred{})
-	a, err := v.rc.Create(ctx, meta.RootIno, []byte("kept"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+	a, err := v.rc.Create(ctx, meta.RootIno, []byte("f"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.rc.Open(ctx, a.Ino, syscall.O_RDONLY); err != nil {
+	id, err := v.rc.NewSliceID(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := v.rc.Unlink(ctx, meta.RootIno, []byte("kept")); err != nil {
+	sl := meta.Slice{Id: id, Size: 40, Len: 40}
+	seq := v.rc.Seq() + 1000
+	if err := v.rc.WriteSliceAs(ctx, seq, false, a.Ino, sl); err != nil {
 		t.Fatal(err)
 	}
-
-	if err := srv.Close(); err != nil {
+	restart()
+	if err := v.rc.WriteSliceAs(ctx, seq, true, a.Ino, sl); err != nil {
+		t.Fatalf("the write sent again after the restart: %v", err)
+	}
+	got, err := v.rc.ReadChunk(ctx, a.Ino, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if srv, err = metaserver.Open(metaserver.Options{Dir: dir, Logger: logger}); err != nil {
+	if len(got) != 1 || got[0].Id != id {
+		t.Fatalf("chunk 0 after the write sent again: %+v, want slice %d once", got, id)
+	}
+	// A new call goes on from there.
+	if err := v.rc.WriteSliceAs(ctx, seq+1, false, a.Ino, sl); err != nil {
 		t.Fatal(err)
 	}
-	if l, err = net.Listen("tcp", addr); err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-
-	for i := 0; i < 2; i++ {
-		if _, err := v.rc.GetAttr(ctx, a.Ino); err != nil {
-			t.Fatalf("getattr of the open unlinked file after the restart: %v", err)
-		}
-		if err := v.rc.Release(ctx, a.Ino); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := v.rc.GetAttr(ctx, a.Ino); err != meta.ErrNoInode {
-		t.Fatalf("getattr after the last release: %v, want meta.ErrNoInode", err)
+	if got, err := v.rc.ReadChunk(ctx, a.Ino, 0); err != nil || len(got) != 2 {
+		t.Fatalf("chunk 0 after a new write: %+v, %v; want two slices", got, err)
 	}
 }
 

@@ -60,12 +60,12 @@ const (
 	// session (package remote serves its calls), counting the handles
 	// the client holds open. Reply: empty.
 	OpAttach byte = 8
-	// OpCall: u64 session, u64 client, u64 call number, uvarint method,
-	// then the method's arguments (package remote). Reply: the method's
-	// results, StatusNoSession when the session is not attached (the
-	// client attaches and calls again), or StatusErrno. A call sent
-	// again with the same client and number while the server remembers
-	// it is answered, not run twice.
+	// OpCall: u64 session, u64 client, u64 call number, byte flags
+	// (CallSentAgain), uvarint method, then the method's arguments
+	// (package remote). Reply: the method's results, StatusNoSession
+	// when the session is not attached (the client attaches and calls
+	// again), or StatusErrno. A call sent again with the same client and
+	// number while the server remembers it is answered, not run twice.
 	OpCall byte = 9
 	// OpCancel: u64 request id of an OpCall on the same connection,
 	// whose caller gave up (an interrupted lock wait). No reply.
@@ -130,6 +130,11 @@ const (
 	// ErrnoNoInode, ErrnoIO), uvarint errno, bytes message.
 	StatusErrno byte = 5
 )
+
+// CallSentAgain flags an OpCall its client sent before without getting
+// the reply: a server that does not remember the call (it restarted)
+// may have run it already, and runs it as meta.WithSentAgain says.
+const CallSentAgain byte = 1
 
 // Kinds of failure in a StatusErrno reply.
 const (
