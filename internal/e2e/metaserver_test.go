@@ -11,11 +11,14 @@ import (
 	"time"
 )
 
-// TestMetaServerKilledUnderAMount writes files through a mount on the
-// in-memory metadata server while the server is killed (SIGKILL) and
-// started again on its directory: the writers never see an error, every
-// file closed is whole afterwards, fsck finds nothing wrong, status shows
-// the server's figures, and a SIGTERM leaves a final checkpoint.
+// TestMetaServerKilledUnderAMount writes files, and makes, renames and
+// removes directories, through a mount on the in-memory metadata server
+// while the server is killed (SIGKILL) and started again on its
+// directory: the applications never see an error (a mkdir or a rename
+// whose reply a kill lost is answered as done, not failed with EEXIST or
+// ENOENT), every file closed is whole afterwards and every directory
+// where it was moved, fsck finds nothing wrong, status shows the
+// server's figures, and a SIGTERM leaves a final checkpoint.
 func TestMetaServerKilledUnderAMount(t *testing.T) {
 	requireFUSE(t)
 	dir := t.TempDir()
@@ -40,8 +43,36 @@ func TestMetaServerKilledUnderAMount(t *testing.T) {
 
 	content := func(i int) []byte { return []byte(fmt.Sprintf("file %d %s\n", i, time.Now().Format(time.RFC3339Nano))) }
 	written := map[int][]byte{}
-	done := make(chan error, 1)
+	done, dirsDone := make(chan error, 1), make(chan error, 1)
 	stop := make(chan struct{})
+	dirs := map[string]bool{} // the directories there should be
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				dirsDone <- nil
+				return
+			default:
+			}
+			d, r := filepath.Join(v.mnt, fmt.Sprintf("d%05d", i)), filepath.Join(v.mnt, fmt.Sprintf("r%05d", i))
+			if err := os.Mkdir(d, 0o755); err != nil {
+				dirsDone <- err
+				return
+			}
+			if err := os.Rename(d, r); err != nil {
+				dirsDone <- err
+				return
+			}
+			if i%2 == 1 {
+				dirs[filepath.Base(r)] = true
+				continue
+			}
+			if err := os.Remove(r); err != nil {
+				dirsDone <- err
+				return
+			}
+		}
+	}()
 	go func() {
 		for i := 0; ; i++ {
 			select {
@@ -69,6 +100,9 @@ func TestMetaServerKilledUnderAMount(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if err := <-dirsDone; err != nil {
+		t.Fatal(err)
+	}
 	if len(written) < 20 {
 		t.Fatalf("only %d files written", len(written))
 	}
@@ -82,14 +116,25 @@ func TestMetaServerKilledUnderAMount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := 0
+	files, kept := 0, len(dirs)
 	for _, e := range ents {
-		if e.Name()[0] != '.' { // the mount's internal files
+		switch e.Name()[0] {
+		case 'f':
 			files++
+		case 'r':
+			if !dirs[e.Name()] {
+				t.Errorf("directory %s is there; it was removed", e.Name())
+			}
+			delete(dirs, e.Name())
+		case 'd':
+			t.Errorf("directory %s is there; it was renamed", e.Name())
 		}
 	}
 	if files != len(written) {
 		t.Fatalf("%d files in the root, %d written", files, len(written))
+	}
+	if len(dirs) > 0 {
+		t.Fatalf("%d directories made are missing", len(dirs))
 	}
 	// The mount sent its operations whole: each create was one call.
 	m := scrapeFamilies(t, metrics)
@@ -111,7 +156,7 @@ func TestMetaServerKilledUnderAMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The files, the root and the mount's own few (trash).
-	if st.Server.Keys < len(written) || st.Server.Index == 0 || st.Server.Inodes < len(written)+1 || st.Server.Inodes > len(written)+3 {
+	if st.Server.Keys < len(written) || st.Server.Index == 0 || st.Server.Inodes < len(written)+1 || st.Server.Inodes > len(written)+kept+3 {
 		t.Fatalf("status shows the server with %d keys and %d inodes at index %d, after %d files", st.Server.Keys, st.Server.Inodes, st.Server.Index, len(written))
 	}
 	if r := sluice(t, "umount", v.mnt); r.code != 0 {
@@ -123,5 +168,5 @@ func TestMetaServerKilledUnderAMount(t *testing.T) {
 	if len(cps) != 1 {
 		t.Fatalf("checkpoints after SIGTERM: %v", cps)
 	}
-	t.Logf("%d files written through 3 kills of the server", len(written))
+	t.Logf("%d files written and %d directories kept through 3 kills of the server", len(written), kept)
 }

@@ -523,7 +523,8 @@ func (c *Client) allocate(ctx context.Context, p *idPool, counter string, n uint
 	defer p.mu.Unlock()
 	if p.next == p.end {
 		var start int64
-		err := c.st.Update(ctx, func(tx store.Tx) error {
+		// The reservation is not the effect of the call it runs under.
+		err := c.st.Update(store.WithoutCall(ctx), func(tx store.Tx) error {
 			v, err := tx.Counter(counter)
 			if err != nil {
 				return err

@@ -7,14 +7,15 @@ type sentAgainKey struct{}
 // WithSentAgain marks ctx as the context of an operation that may have
 // been applied already: a call the metadata server runs for a mount,
 // which the mount sent again after losing the reply, and which the
-// server no longer remembers because it restarted in between. Such a
-// run finds what the first one did in the records: an operation whose
-// second run would change them again checks for it first. So far that
-// is WriteSliceAttr, which does not append a slice its chunk names
+// server no longer remembers because it restarted in between. (The
+// calls that change names are not run so: the server remembers in its
+// log which of those it applied, see store.WithCall, and answers them.)
+// Such a run finds what the first one did in the records: an operation
+// whose second run would change them again checks for it first. So far
+// that is WriteSliceAttr, which does not append a slice its chunk names
 // already at the same place (a newly written slice has a new id, so only
-// a first run of the same call can have put it there). The others
-// either find their work done (a create finds its name, EEXIST; an
-// unlink finds none, ENOENT) or set what they set before.
+// a first run of the same call can have put it there). The others set
+// what they set before.
 func WithSentAgain(ctx context.Context) context.Context {
 	return context.WithValue(ctx, sentAgainKey{}, true)
 }

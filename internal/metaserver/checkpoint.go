@@ -20,6 +20,7 @@ import (
 //
 //	magic | u64 index | entries | 'E' u64 pairs | u32 CRC-32C of all before
 //	entry: 'P' bytes key bytes value | 'D' u64 client u64 txn u64 index
+//	     | 'C' u64 session u64 call u64 index
 //
 // It is written to a temporary name, synced and renamed, so a crash
 // leaves either the whole file or none; a file whose checksum does not
@@ -45,9 +46,9 @@ func (c *crcWriter) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
-// writeCheckpoint writes t and the dedupe entries as of index, durably,
-// and returns the file's size.
-func writeCheckpoint(dir string, index uint64, t *tree, dd []dedupeEntry) (int64, error) {
+// writeCheckpoint writes t, the dedupe entries and the applied calls as
+// of index, durably, and returns the file's size.
+func writeCheckpoint(dir string, index uint64, t *tree, dd, calls []dedupeEntry) (int64, error) {
 	final := checkpointPath(dir, index)
 	tmp := final + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
@@ -94,6 +95,12 @@ func writeCheckpoint(dir string, index uint64, t *tree, dd []dedupeEntry) (int64
 		b.U64(e.k.txn)
 		b.U64(e.index)
 	}
+	for _, e := range calls {
+		b.Byte('C')
+		b.U64(e.k.client)
+		b.U64(e.k.txn)
+		b.U64(e.index)
+	}
 	b.Byte('E')
 	b.U64(pairs)
 	if err := flush(); err != nil {
@@ -125,18 +132,18 @@ func writeCheckpoint(dir string, index uint64, t *tree, dd []dedupeEntry) (int64
 }
 
 // readCheckpoint loads the checkpoint at path.
-func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, inodes int64, err error) {
+func readCheckpoint(path string) (index uint64, t *tree, dd, calls *dedupe, inodes int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, nil, nil, 0, err
+		return 0, nil, nil, nil, 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, nil, nil, 0, err
+		return 0, nil, nil, nil, 0, err
 	}
 	if st.Size() < int64(len(checkpointMagic))+8+9+4 {
-		return 0, nil, nil, 0, fmt.Errorf("%w: %s is %d bytes", errBadCheckpoint, path, st.Size())
+		return 0, nil, nil, nil, 0, fmt.Errorf("%w: %s is %d bytes", errBadCheckpoint, path, st.Size())
 	}
 	crc := crc32.New(castagnoli)
 	// Everything but the last 4 bytes passes through the checksum.
@@ -146,7 +153,7 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, inodes int6
 	}
 	magic := make([]byte, len(checkpointMagic))
 	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != checkpointMagic {
-		return 0, nil, nil, 0, bad("not a checkpoint (magic %q)", magic)
+		return 0, nil, nil, nil, 0, bad("not a checkpoint (magic %q)", magic)
 	}
 	u64 := func() (uint64, error) {
 		var b [8]byte
@@ -170,60 +177,64 @@ func readCheckpoint(path string) (index uint64, t *tree, dd *dedupe, inodes int6
 		return p, err
 	}
 	if index, err = u64(); err != nil {
-		return 0, nil, nil, 0, bad("header: %v", err)
+		return 0, nil, nil, nil, 0, bad("header: %v", err)
 	}
 	ld := newLoader()
-	dd = newDedupe()
+	dd, calls = newDedupe(), newDedupe()
 	var pairs uint64
 	for done := false; !done; {
 		kind, err := r.ReadByte()
 		if err != nil {
-			return 0, nil, nil, 0, bad("entry: %v", err)
+			return 0, nil, nil, nil, 0, bad("entry: %v", err)
 		}
 		switch kind {
 		case 'P':
 			k, err := str(&kbuf)
 			if err != nil {
-				return 0, nil, nil, 0, bad("key: %v", err)
+				return 0, nil, nil, nil, 0, bad("key: %v", err)
 			}
 			v, err := str(&vbuf)
 			if err != nil {
-				return 0, nil, nil, 0, bad("value: %v", err)
+				return 0, nil, nil, nil, 0, bad("value: %v", err)
 			}
 			if !ld.add(k, v, 0) {
-				return 0, nil, nil, 0, bad("pair %d is out of key order", pairs+1)
+				return 0, nil, nil, nil, 0, bad("pair %d is out of key order", pairs+1)
 			}
 			if kvstore.IsNodeKey(k) {
 				inodes++
 			}
 			pairs++
-		case 'D':
+		case 'D', 'C':
 			var e [3]uint64
 			for i := range e {
 				if e[i], err = u64(); err != nil {
-					return 0, nil, nil, 0, bad("dedupe entry: %v", err)
+					return 0, nil, nil, nil, 0, bad("dedupe entry: %v", err)
 				}
 			}
-			dd.add(txnKey{e[0], e[1]}, e[2])
+			if kind == 'D' {
+				dd.add(txnKey{e[0], e[1]}, e[2])
+			} else {
+				calls.add(txnKey{e[0], e[1]}, e[2])
+			}
 		case 'E':
 			n, err := u64()
 			if err != nil || n != pairs {
-				return 0, nil, nil, 0, bad("end says %d pairs, read %d (%v)", n, pairs, err)
+				return 0, nil, nil, nil, 0, bad("end says %d pairs, read %d (%v)", n, pairs, err)
 			}
 			done = true
 		default:
-			return 0, nil, nil, 0, bad("entry kind %q", kind)
+			return 0, nil, nil, nil, 0, bad("entry kind %q", kind)
 		}
 	}
 	if _, err := r.ReadByte(); err != io.EOF {
-		return 0, nil, nil, 0, bad("bytes after the end")
+		return 0, nil, nil, nil, 0, bad("bytes after the end")
 	}
 	var sum [4]byte
 	if _, err := f.ReadAt(sum[:], st.Size()-4); err != nil {
-		return 0, nil, nil, 0, bad("checksum: %v", err)
+		return 0, nil, nil, nil, 0, bad("checksum: %v", err)
 	}
 	if binary.BigEndian.Uint32(sum[:]) != crc.Sum32() {
-		return 0, nil, nil, 0, bad("checksum mismatch")
+		return 0, nil, nil, nil, 0, bad("checksum mismatch")
 	}
-	return index, ld.tree(), dd, inodes, nil
+	return index, ld.tree(), dd, calls, inodes, nil
 }

@@ -33,13 +33,13 @@ func BenchmarkCheckpointLoad(b *testing.B) {
 			ws = ws[:0]
 		}
 	}
-	if _, err := writeCheckpoint(dir, 7, t, nil); err != nil {
+	if _, err := writeCheckpoint(dir, 7, t, nil, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // as recover does
 	for i := 0; i < b.N; i++ {
-		if _, got, _, _, err := readCheckpoint(checkpointPath(dir, 7)); err != nil || got.Len() != t.Len() {
+		if _, got, _, _, _, err := readCheckpoint(checkpointPath(dir, 7)); err != nil || got.Len() != t.Len() {
 			b.Fatalf("loaded %v pairs, %v", got, err)
 		}
 	}

@@ -16,6 +16,8 @@ import (
 func FuzzDecodeRecord(f *testing.F) {
 	good := appendRecord(nil, &record{Index: 3, Client: 9, Txn: 4, Writes: []wire.Write{set("a", "1"), del("b")}})
 	f.Add(good[8:])
+	call := appendRecord(nil, &record{Index: 4, Client: 9, Txn: 5, Writes: []wire.Write{set("c", "2")}, Session: 7, Call: 11})
+	f.Add(call[8:])
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, 40))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -35,6 +37,9 @@ func FuzzDecodeRecord(f *testing.F) {
 func FuzzHandle(f *testing.F) {
 	b := wire.NewFrame(1, wire.OpCommit)
 	(&wire.Commit{Client: 1, Txn: 1, Writes: []wire.Write{set("k", "v")}}).Encode(b)
+	f.Add(wire.OpCommit, b.Finish()[13:])
+	b = wire.NewFrame(1, wire.OpCommit)
+	(&wire.Commit{Client: 1, Txn: 2, Writes: []wire.Write{set("k", "w")}, Session: 3, Call: 4}).Encode(b)
 	f.Add(wire.OpCommit, b.Finish()[13:])
 	f.Add(wire.OpGet, []byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 'k'})
 	f.Add(wire.OpScan, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0})

@@ -362,3 +362,61 @@ func TestServerCompressesIdlePages(t *testing.T) {
 		t.Fatal("a checkpoint of compressed pages loads back differently")
 	}
 }
+
+// TestCallsRemembered checks that the calls named by commits (a mount's
+// calls the server ran, see callTable) are remembered across a crash,
+// from the log and from a checkpoint, and that a commit that was not
+// applied names no call.
+func TestCallsRemembered(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<30)
+	send := func(s *Server, c *wire.Commit) byte {
+		t.Helper()
+		done := make(chan byte, 1)
+		s.commits <- &commitReq{c: c, done: func(st byte, _ string) { done <- st }}
+		return <-done
+	}
+	if st := send(s, &wire.Commit{Client: 7, Txn: 1, Writes: []wire.Write{set("a", "1")}, Session: 3, Call: 10}); st != wire.StatusOK {
+		t.Fatalf("commit: status %d", st)
+	}
+	if st := send(s, &wire.Commit{Client: 7, Txn: 2, Writes: []wire.Write{set("b", "1")}}); st != wire.StatusOK {
+		t.Fatalf("commit: status %d", st)
+	}
+	// A commit that conflicts is not applied, and names no call.
+	snap := s.pub.Load().tree
+	if st := send(s, &wire.Commit{Client: 7, Txn: 3, Writes: []wire.Write{set("a", "2")}, Session: 3, Call: 11}); st != wire.StatusOK {
+		t.Fatalf("commit: status %d", st)
+	}
+	if st := send(s, &wire.Commit{Client: 7, Txn: 4, Writes: []wire.Write{set("a", "3")}, Session: 3, Call: 12}); st != wire.StatusOK {
+		t.Fatalf("commit: status %d", st)
+	}
+	req := &commitReq{c: &wire.Commit{Client: 7, Txn: 5, Reads: [][]byte{[]byte("a")}, Writes: []wire.Write{set("c", "1")}, Session: 3, Call: 13}, snap: snap}
+	done := make(chan byte, 1)
+	req.done = func(st byte, _ string) { done <- st }
+	s.commits <- req
+	if st := <-done; st != wire.StatusConflict {
+		t.Fatalf("commit over a changed read: status %d, want a conflict", st)
+	}
+	check := func(when string, s *Server) {
+		t.Helper()
+		for _, c := range []struct {
+			sid, seq uint64
+			want     bool
+		}{{3, 10, true}, {3, 11, true}, {3, 12, true}, {3, 13, false}, {4, 10, false}, {0, 0, false}} {
+			if got := s.calls.applied(c.sid, c.seq); got != c.want {
+				t.Errorf("%s: call %d of session %d applied = %v, want %v", when, c.seq, c.sid, got, c.want)
+			}
+		}
+	}
+	check("before the crash", s)
+	crash(s)
+	s = open(t, dir, 1<<30)
+	check("replayed from the log", s)
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	crash(s)
+	s = open(t, dir, 1<<30)
+	defer s.Close()
+	check("loaded from a checkpoint", s)
+}

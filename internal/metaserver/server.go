@@ -56,6 +56,7 @@ type Server struct {
 	index  uint64 // last record applied
 	inodes int64  // node records in tree
 	dd     *dedupe
+	calls  callTable
 	logged int64 // log bytes since the last checkpoint
 
 	commits   chan *commitReq
@@ -123,6 +124,7 @@ type checkpointJob struct {
 	tree  *tree
 	index uint64
 	dd    []dedupeEntry
+	calls []dedupeEntry
 	done  chan error // nil: nobody waits
 }
 
@@ -211,19 +213,19 @@ func (s *Server) recover() error {
 	if err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	s.tree, s.dd = newTree(), newDedupe()
+	s.tree, s.dd, s.calls.d = newTree(), newDedupe(), newDedupe()
 	if len(cps) > 0 {
 		newest := cps[len(cps)-1]
 		path := checkpointPath(dir, newest)
 		start := time.Now()
-		index, t, dd, inodes, err := readCheckpoint(path)
+		index, t, dd, calls, inodes, err := readCheckpoint(path)
 		if err != nil {
 			return fmt.Errorf("load checkpoint: %w; refusing to start: restore the data directory from a copy, or move this checkpoint aside only if the log still holds every record after the previous one", err)
 		}
 		if index != newest {
 			return fmt.Errorf("load checkpoint: %w: %s holds index %d", errBadCheckpoint, path, index)
 		}
-		s.tree, s.dd, s.index, s.inodes = t, dd, index, inodes
+		s.tree, s.dd, s.calls.d, s.index, s.inodes = t, dd, calls, index, inodes
 		s.cpIndex.Store(index)
 		if st, err := os.Stat(path); err == nil {
 			s.cpSize.Store(st.Size())
@@ -252,6 +254,7 @@ func (s *Server) recover() error {
 			}
 			s.inodes += applyWrites(s.tree, r.Writes, r.Index)
 			s.dd.add(txnKey{r.Client, r.Txn}, r.Index)
+			s.calls.add(txnKey{r.Session, r.Call}, r.Index)
 			s.index = r.Index
 			replayed++
 			return nil
@@ -405,7 +408,7 @@ func (s *Server) seal(b *batch) {
 
 // checkpointJob returns a job for the state as it stands.
 func (s *Server) checkpointJob(done chan error) *checkpointJob {
-	return &checkpointJob{tree: s.tree.Clone(), index: s.index, dd: s.dd.entries(), done: done}
+	return &checkpointJob{tree: s.tree.Clone(), index: s.index, dd: s.dd.entries(), calls: s.calls.entries(), done: done}
 }
 
 // apply validates one commit and, when it holds, applies it and adds its
@@ -438,7 +441,8 @@ func (s *Server) apply(req *commitReq, b *batch) {
 	s.index++
 	s.inodes += applyWrites(s.tree, c.Writes, s.index)
 	s.dd.add(key, s.index)
-	b.buf = appendRecord(b.buf, &record{Index: s.index, Client: c.Client, Txn: c.Txn, Writes: c.Writes})
+	s.calls.add(txnKey{c.Session, c.Call}, s.index)
+	b.buf = appendRecord(b.buf, &record{Index: s.index, Client: c.Client, Txn: c.Txn, Writes: c.Writes, Session: c.Session, Call: c.Call})
 	b.reqs = append(b.reqs, req)
 }
 
@@ -536,7 +540,7 @@ func (s *Server) writeCheckpoint(cp *checkpointJob) error {
 		return nil // nothing new since the last one
 	}
 	start := time.Now()
-	size, err := writeCheckpoint(s.opts.Dir, cp.index, cp.tree, cp.dd)
+	size, err := writeCheckpoint(s.opts.Dir, cp.index, cp.tree, cp.dd, cp.calls)
 	if err != nil {
 		return err
 	}

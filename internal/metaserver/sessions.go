@@ -214,13 +214,14 @@ func (c *conn) serveCall(f wire.Frame, start time.Time) {
 		c.reply(f.ID, wire.StatusNoSession, nil)
 		return
 	}
-	method, run, err := remote.Decode(r)
+	call, err := remote.Decode(r)
 	if err != nil {
 		c.fail(f.ID, err)
 		return
 	}
-	op := "call_" + remote.MethodName(method)
-	if remote.Idempotent(method) {
+	run := call.Run
+	op := "call_" + remote.MethodName(call.Method)
+	if remote.Idempotent(call.Method) {
 		status, body := runCall(context.Background(), se, run)
 		s.m.observe(op, start)
 		c.replyCall(f.ID, status, body, false)
@@ -236,12 +237,21 @@ func (c *conn) serveCall(f wire.Frame, start time.Time) {
 		return
 	}
 	ctx := context.Background()
+	if call.Applied != nil {
+		// Its effect's commit says so in the log (see callTable).
+		ctx = store.WithCall(ctx, store.CallTag{Session: sid, Call: seq})
+	}
 	if flags&wire.CallSentAgain != 0 {
 		// Not remembered, yet sent before: the server may have run it
 		// before a restart.
-		ctx = meta.WithSentAgain(ctx)
+		if call.Applied != nil && s.calls.applied(sid, seq) {
+			s.m.appliedCalls.Inc()
+			run = call.Applied
+		} else {
+			ctx = meta.WithSentAgain(ctx)
+		}
 	}
-	if !remote.Commits(method) {
+	if !remote.Commits(call.Method) {
 		status, body := runCall(ctx, se, run)
 		se.end(cl, status, body)
 		s.m.observe(op, start)

@@ -2,6 +2,7 @@ package metaserver
 
 import (
 	"bytes"
+	"sync"
 
 	"github.com/sluicefs/sluice/internal/metaserver/wire"
 )
@@ -58,6 +59,38 @@ func (d *dedupe) entries() []dedupeEntry {
 type dedupeEntry struct {
 	k     txnKey
 	index uint64
+}
+
+// callTable remembers the last dedupeCap calls of mounts' sessions whose
+// effect a commit was (keyed by session and call number; see
+// store.WithCall), so that a call sent again after a restart is answered
+// rather than run again: its effect is in the records already. The
+// apply loop adds (and replay, from the log); connections ask.
+type callTable struct {
+	mu sync.Mutex
+	d  *dedupe
+}
+
+func (c *callTable) add(k txnKey, index uint64) {
+	if k.client == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.d.add(k, index)
+	c.mu.Unlock()
+}
+
+// applied reports whether call seq of session sid was applied.
+func (c *callTable) applied(sid, seq uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.d.has(txnKey{sid, seq})
+}
+
+func (c *callTable) entries() []dedupeEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.d.entries()
 }
 
 // changed tells whether what a transaction read in snap (keys and

@@ -23,6 +23,7 @@ import (
 //
 //	u32 length of body | u32 CRC-32C of body | body
 //	body: u64 index | u64 term | byte kind | u64 client | u64 txn | writes
+//	      [| u64 session | u64 call, in records of kind recordCall]
 //
 // Index numbers the records from 1 without gaps, and term is 0: the two
 // fields a Raft log needs, so that replication can ship these records
@@ -32,8 +33,14 @@ import (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// recordKind is the kind of a log record.
-const recordCommit byte = 1
+// Kinds of log records. A recordCall is a commit that is the effect of a
+// mount's call (wire.Commit's Session and Call): replay remembers the
+// call as applied, so that the call sent again after a restart is
+// answered, not run again.
+const (
+	recordCommit byte = 1
+	recordCall   byte = 2
+)
 
 // maxRecord bounds a record's body, as wire.MaxFrame bounds a commit.
 const maxRecord = wire.MaxFrame + 1<<20
@@ -45,6 +52,9 @@ type record struct {
 	Client uint64
 	Txn    uint64
 	Writes []wire.Write
+	// Session and Call name the call whose effect this is; Session is 0
+	// for other commits.
+	Session, Call uint64
 }
 
 // appendRecord appends r, framed and checksummed, to dst.
@@ -54,10 +64,18 @@ func appendRecord(dst []byte, r *record) []byte {
 	b := wire.NewBuf(0)
 	b.U64(r.Index)
 	b.U64(r.Term)
-	b.Byte(recordCommit)
+	kind := recordCommit
+	if r.Session != 0 {
+		kind = recordCall
+	}
+	b.Byte(kind)
 	b.U64(r.Client)
 	b.U64(r.Txn)
 	wire.EncodeWrites(b, r.Writes)
+	if kind == recordCall {
+		b.U64(r.Session)
+		b.U64(r.Call)
+	}
 	body := b.Raw()
 	dst = append(dst, body...)
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(body)))
@@ -69,12 +87,19 @@ func appendRecord(dst []byte, r *record) []byte {
 func decodeRecord(body []byte) (*record, error) {
 	rd := wire.NewReader(body)
 	r := &record{Index: rd.U64(), Term: rd.U64()}
-	if k := rd.Byte(); k != recordCommit && rd.Err() == nil {
-		return nil, fmt.Errorf("record kind %d unknown", k)
+	kind := rd.Byte()
+	if kind != recordCommit && kind != recordCall && rd.Err() == nil {
+		return nil, fmt.Errorf("record kind %d unknown", kind)
 	}
 	r.Client = rd.U64()
 	r.Txn = rd.U64()
 	r.Writes = wire.DecodeWrites(rd)
+	if kind == recordCall {
+		r.Session, r.Call = rd.U64(), rd.U64()
+		if r.Session == 0 && rd.Err() == nil {
+			return nil, errors.New("call record without a session")
+		}
+	}
 	if err := rd.Done(); err != nil {
 		return nil, err
 	}

@@ -56,12 +56,15 @@ func FuzzDecode(f *testing.F) {
 	}
 	defer m.Close(ctx)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		_, run, err := remote.Decode(wire.NewReader(body))
+		call, err := remote.Decode(wire.NewReader(body))
 		if err != nil {
 			return
 		}
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
-		run(cctx, m, wire.NewBuf(64))
+		call.Run(cctx, m, wire.NewBuf(64))
+		if call.Applied != nil {
+			call.Applied(cctx, m, wire.NewBuf(64))
+		}
 	})
 }

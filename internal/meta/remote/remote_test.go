@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -328,6 +329,96 @@ func TestCallSentAgainAfterRestartRunsOnce(t *testing.T) {
 	}
 	if got, err := v.rc.ReadChunk(ctx, a.Ino, 0); err != nil || len(got) != 2 {
 		t.Fatalf("chunk 0 after a new write: %+v, %v; want two slices", got, err)
+	}
+}
+
+// TestCallAppliedBeforeRestartAnswered sends calls again to a server
+// restarted after it applied them, as a mount does when the server died
+// before the replies went out. Each must be answered as the first run
+// would have been, not run again: a mkdir or a create sent again used
+// to fail with EEXIST, an unlink with ENOENT, a rename with ENOENT, an
+// xattr set with XATTR_CREATE with EEXIST. A call the server never saw,
+// flagged as sent again, runs.
+func TestCallAppliedBeforeRestartAnswered(t *testing.T) {
+	url, restart := restartableServer(t)
+	v := newVolume(t, url)
+	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	seq := v.rc.Seq() + 1000
+	d, err := v.rc.MknodAs(ctx, seq, false, false, meta.RootIno, []byte("d"), store.TypeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := v.rc.MknodAs(ctx, seq+1, false, true, d.Ino, []byte("f"), store.TypeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.rc.RenameAs(ctx, seq+2, false, d.Ino, []byte("f"), d.Ino, []byte("g")); err != nil {
+		t.Fatal(err)
+	}
+	const xattrCreate = 1
+	if err := v.rc.SetXattrAs(ctx, seq+3, false, d.Ino, "user.a", []byte("1"), xattrCreate); err != nil {
+		t.Fatal(err)
+	}
+	restart()
+	if a, err := v.rc.MknodAs(ctx, seq, true, false, meta.RootIno, []byte("d"), store.TypeDir); err != nil || a.Ino != d.Ino {
+		t.Fatalf("mkdir sent again after the restart: %+v, %v; want inode %d", a, err, d.Ino)
+	}
+	// The create's answer is the node its name holds now: the file was
+	// renamed since, so the name is gone.
+	if _, err := v.rc.MknodAs(ctx, seq+1, true, true, d.Ino, []byte("f"), store.TypeFile); meta.Errno(err) != syscall.ENOENT {
+		t.Fatalf("create sent again after its file was renamed: %v, want ENOENT", err)
+	}
+	if err := v.rc.RenameAs(ctx, seq+2, true, d.Ino, []byte("f"), d.Ino, []byte("g")); err != nil {
+		t.Fatalf("rename sent again after the restart: %v", err)
+	}
+	if err := v.rc.SetXattrAs(ctx, seq+3, true, d.Ino, "user.a", []byte("1"), xattrCreate); err != nil {
+		t.Fatalf("setxattr sent again after the restart: %v", err)
+	}
+	g, err := v.rc.MknodAs(ctx, seq+4, false, true, d.Ino, []byte("h"), store.TypeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.rc.UnlinkAs(ctx, seq+5, false, d.Ino, []byte("g")); err != nil {
+		t.Fatal(err)
+	}
+	restart()
+	if a, err := v.rc.MknodAs(ctx, seq+4, true, true, d.Ino, []byte("h"), store.TypeFile); err != nil || a.Ino != g.Ino {
+		t.Fatalf("create sent again after the restart: %+v, %v; want inode %d", a, err, g.Ino)
+	}
+	if err := v.rc.UnlinkAs(ctx, seq+5, true, d.Ino, []byte("g")); err != nil {
+		t.Fatalf("unlink sent again after the restart: %v", err)
+	}
+	// Never seen, yet flagged: it runs.
+	if _, err := v.rc.MknodAs(ctx, seq+6, true, false, d.Ino, []byte("e"), store.TypeDir); err != nil {
+		t.Fatalf("a first mkdir flagged as sent again: %v", err)
+	}
+	es, err := v.rc.ReadDir(ctx, d.Ino, nil, 100, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, string(e.Name))
+	}
+	if want := []string{"e", "h"}; !slices.Equal(names, want) {
+		t.Fatalf("d holds %q, want %q", names, want)
+	}
+	if _, err := v.rc.Lookup(ctx, d.Ino, []byte("g")); meta.Errno(err) != syscall.ENOENT {
+		t.Fatalf("lookup of the unlinked file: %v", err)
+	}
+	if f.Ino == g.Ino {
+		t.Fatalf("two creates made inode %d", f.Ino)
+	}
+	// The first create of a session reserves inode numbers in a commit
+	// of its own, before it finds its name taken: that commit must not
+	// say the call was applied.
+	restart()
+	if _, err := v.rc.MknodAs(ctx, seq+7, false, false, meta.RootIno, []byte("d"), store.TypeDir); meta.Errno(err) != syscall.EEXIST {
+		t.Fatalf("mkdir of a name taken: %v, want EEXIST", err)
+	}
+	restart()
+	if _, err := v.rc.MknodAs(ctx, seq+7, true, false, meta.RootIno, []byte("d"), store.TypeDir); meta.Errno(err) != syscall.EEXIST {
+		t.Fatalf("a failed mkdir sent again after a restart: %v, want EEXIST", err)
 	}
 }
 

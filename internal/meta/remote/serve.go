@@ -8,14 +8,31 @@ import (
 	"github.com/sluicefs/sluice/internal/metaserver/wire"
 )
 
+// Call is a decoded OpCall.
+type Call struct {
+	Method uint64
+	// Run runs the call on m and appends its results to out.
+	Run func(ctx context.Context, m *meta.Client, out *wire.Buf) error
+	// Applied, when not nil, answers the call without running it, for a
+	// call whose effect the records hold already: the server applied it
+	// and then lost the reply (it restarted), and the mount sent it
+	// again. A create answers the node its name holds, an unlink or a
+	// rename nothing. The server runs these calls under store.WithCall,
+	// so that the commit which is their effect says so. Calls without
+	// Applied are run again, under meta.WithSentAgain.
+	Applied func(ctx context.Context, m *meta.Client, out *wire.Buf) error
+}
+
+type runFunc = func(ctx context.Context, m *meta.Client, out *wire.Buf) error
+
 // Decode reads the method of an OpCall's arguments in r (after the
-// session, client and call number), and returns it with a function that
-// runs it on m and appends its results to out. A body that does not
-// decode, or names no method, returns an error wrapping wire.ErrFrame.
-func Decode(r *wire.Reader) (method uint64, run func(ctx context.Context, m *meta.Client, out *wire.Buf) error, err error) {
-	method = r.Uvarint()
+// session, client, call number and flags) and returns the call. A body
+// that does not decode, or names no method, returns an error wrapping
+// wire.ErrFrame.
+func Decode(r *wire.Reader) (*Call, error) {
+	method := r.Uvarint()
 	cred := getCred(r)
-	var fn func(ctx context.Context, m *meta.Client, out *wire.Buf) error
+	var fn, applied runFunc
 	switch method {
 	case mLookup:
 		parent, name := meta.Ino(r.Uvarint()), r.Bytes()
@@ -76,12 +93,27 @@ func Decode(r *wire.Reader) (method uint64, run func(ctx context.Context, m *met
 			putDirs(out, m, parent)
 			return err
 		}
+		applied = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.Lookup(ctx, parent, name)
+			if err == nil && create {
+				m.Created(a.Ino)
+			}
+			putAttr(out, a)
+			putDirs(out, m)
+			return err
+		}
 	case mLink:
 		ino, parent, name := meta.Ino(r.Uvarint()), meta.Ino(r.Uvarint()), r.Bytes()
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
 			a, err := m.Link(ctx, ino, parent, name)
 			putAttr(out, a)
 			putDirs(out, m, parent)
+			return err
+		}
+		applied = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.Lookup(ctx, parent, name)
+			putAttr(out, a)
+			putDirs(out, m)
 			return err
 		}
 	case mUnlink, mRmdir:
@@ -97,6 +129,7 @@ func Decode(r *wire.Reader) (method uint64, run func(ctx context.Context, m *met
 			putDirs(out, m, parent)
 			return err
 		}
+		applied = answerNothing
 	case mRename:
 		sp, sn, dp, dn, flags := meta.Ino(r.Uvarint()), r.Bytes(), meta.Ino(r.Uvarint()), r.Bytes(), uint32(r.Uvarint())
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
@@ -108,6 +141,7 @@ func Decode(r *wire.Reader) (method uint64, run func(ctx context.Context, m *met
 			}
 			return err
 		}
+		applied = answerNothing
 	case mReadLink:
 		ino := meta.Ino(r.Uvarint())
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
@@ -241,21 +275,41 @@ func Decode(r *wire.Reader) (method uint64, run func(ctx context.Context, m *met
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
 			return m.SetXattr(ctx, ino, name, value, flags)
 		}
+		applied = answerEmpty
 	case mRemoveXattr:
 		ino, name := meta.Ino(r.Uvarint()), string(r.Bytes())
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
 			return m.RemoveXattr(ctx, ino, name)
 		}
+		applied = answerEmpty
 	default:
-		return method, nil, fmt.Errorf("unknown method %d: %w", method, wire.ErrFrame)
+		return nil, fmt.Errorf("unknown method %d: %w", method, wire.ErrFrame)
 	}
 	if err := r.Done(); err != nil {
-		return method, nil, err
+		return nil, err
 	}
-	return method, func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
-		return fn(meta.WithCred(ctx, cred), m, out)
-	}, nil
+	withCred := func(fn runFunc) runFunc {
+		if fn == nil {
+			return nil
+		}
+		return func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			return fn(meta.WithCred(ctx, cred), m, out)
+		}
+	}
+	return &Call{Method: method, Run: withCred(fn), Applied: withCred(applied)}, nil
 }
+
+// answerNothing is the Applied of an unlink, an rmdir or a rename, whose
+// reply holds only the changed directories' fresh attributes; those are
+// optional, and none are sent.
+func answerNothing(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+	putDirs(out, m)
+	return nil
+}
+
+// answerEmpty is the Applied of a call whose reply is empty (an xattr
+// change).
+func answerEmpty(ctx context.Context, m *meta.Client, out *wire.Buf) error { return nil }
 
 // putDirs appends the attributes the session's client remembers of the
 // directories dirs, whose entries the call just changed (see

@@ -20,6 +20,10 @@ type Commit struct {
 	Reads  [][]byte
 	Ranges []Range
 	Writes []Write
+	// Session and Call, when Session is not 0, name the call of a mount
+	// whose effect this commit is (see store.WithCall); they travel
+	// after the writes, so a body without them decodes as before.
+	Session, Call uint64
 }
 
 // Range appends r.
@@ -59,6 +63,10 @@ func (c *Commit) Encode(b *Buf) {
 		b.Range(r)
 	}
 	EncodeWrites(b, c.Writes)
+	if c.Session != 0 {
+		b.U64(c.Session)
+		b.U64(c.Call)
+	}
 }
 
 // EncodeWrites appends a count and ws.
@@ -111,6 +119,12 @@ func DecodeCommit(body []byte) (*Commit, error) {
 		c.Ranges[i] = r.Range()
 	}
 	c.Writes = DecodeWrites(r)
+	if r.Len() > 0 {
+		c.Session, c.Call = r.U64(), r.U64()
+		if c.Session == 0 && r.Err() == nil {
+			r.fail("call tag without a session")
+		}
+	}
 	if err := r.Done(); err != nil {
 		return nil, err
 	}

@@ -42,8 +42,9 @@ const (
 	OpScan byte = 3
 	// OpCommit: u64 snapshot (0: nothing read), u64 client, u64 txn,
 	// uvarint reads and their keys, uvarint ranges (as OpScan), uvarint
-	// writes (bytes key, byte kind, bytes value when kind is WriteSet).
-	// Reply: empty, or StatusConflict.
+	// writes (bytes key, byte kind, bytes value when kind is WriteSet),
+	// and, for a commit that is a mount's call's effect, u64 session and
+	// u64 call. Reply: empty, or StatusConflict.
 	OpCommit byte = 4
 	// OpRelease: uvarint n, n snapshots. No reply.
 	OpRelease byte = 5
@@ -346,6 +347,9 @@ func (r *Reader) Count(min int) int {
 
 // Err returns the first decoding error.
 func (r *Reader) Err() error { return r.err }
+
+// Len returns how many bytes are left to read.
+func (r *Reader) Len() int { return len(r.b) }
 
 // Done returns the first decoding error, or one when bytes are left.
 func (r *Reader) Done() error {

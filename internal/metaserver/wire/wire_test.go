@@ -31,6 +31,32 @@ func TestRoundTrip(t *testing.T) {
 	if !got.Writes[1].Delete || got.Writes[2].Value == nil || got.Writes[2].Delete {
 		t.Fatalf("writes %+v", got.Writes)
 	}
+	if got.Session != 0 || got.Call != 0 {
+		t.Fatalf("an untagged commit decodes with call %d of session %d", got.Call, got.Session)
+	}
+}
+
+// TestCommitCallTag checks the call tag after a commit's writes: it
+// decodes when present, and a tag naming no session is refused.
+func TestCommitCallTag(t *testing.T) {
+	c := &Commit{Client: 4, Txn: 5, Writes: []Write{{Key: []byte("x"), Value: []byte("1")}}, Session: 7, Call: 9}
+	b := NewFrame(1, OpCommit)
+	c.Encode(b)
+	body := b.Finish()[13:]
+	got, err := DecodeCommit(body)
+	if err != nil || got.Session != 7 || got.Call != 9 {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	bad := append([]byte(nil), body...)
+	for i := len(bad) - 16; i < len(bad)-8; i++ {
+		bad[i] = 0 // session 0
+	}
+	if _, err := DecodeCommit(bad); !errors.Is(err, ErrFrame) {
+		t.Fatalf("a call tag without a session: %v", err)
+	}
+	if _, err := DecodeCommit(body[:len(body)-3]); !errors.Is(err, ErrFrame) {
+		t.Fatalf("a cut call tag: %v", err)
+	}
 }
 
 func TestBadFrames(t *testing.T) {

@@ -267,6 +267,9 @@ func (d *DB) Update(ctx context.Context, fn func(kvstore.Txn) error) error {
 		return nil
 	}
 	c := &wire.Commit{Snap: t.snap, Client: d.client, Txn: d.txn.Add(1), Reads: t.reads, Ranges: t.ranges}
+	if tag, ok := store.CallOf(ctx); ok {
+		c.Session, c.Call = tag.Session, tag.Call
+	}
 	c.Writes = make([]wire.Write, 0, len(t.writes))
 	for k, v := range t.writes {
 		c.Writes = append(c.Writes, wire.Write{Key: []byte(k), Value: v, Delete: v == nil})
