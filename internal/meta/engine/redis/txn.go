@@ -350,6 +350,17 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 			}
 		}
 	}
+	if !t.update && t.d.cache != nil && len(pending) == 0 && dels == 0 && len(g) == entryGroupLen {
+		// A directory the cache knows whole is listed without a round
+		// trip (kvcache.Cache.List).
+		if ks, vs, ok := t.d.cache.List(string(g), lo, hi, limit); ok {
+			out := make([]kvstore.Pair, len(ks))
+			for i, k := range ks {
+				out[i] = kvstore.Pair{Key: []byte(k), Value: bytes.Clone(vs[i])}
+			}
+			return out, nil
+		}
+	}
 	idx := t.d.indexKey(g)
 	var out []kvstore.Pair
 	found := map[string]bool{}

@@ -62,6 +62,7 @@
 package kvcache
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -240,6 +241,52 @@ func (c *Cache) Get(k string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// ListMax is the most entries a directory known whole may have for
+// List to answer a listing of it: List looks at every name of the
+// directory for each page.
+const ListMax = 4096
+
+// List returns, in key order, the entry keys of directory g from lo
+// (included) to hi (excluded), at most limit of them (0: all), with
+// their values, when the cache can answer the listing whole: g is known
+// whole with at most ListMax names and none unsure, no fence stops its
+// group, and every name in the range has a usable value. It returns
+// false otherwise, and the listing goes to the server. The answer is as
+// current as a Get's: the names of a known directory follow every
+// invalidation and reply of its entries.
+func (c *Cache) List(g, lo, hi string, limit int) (keys []string, vals [][]byte, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.live || time.Since(c.acked) > Lease || c.fences[g] > 0 {
+		return nil, nil, false
+	}
+	d := c.dirs[g]
+	if d == nil || len(d.unsure) > 0 || len(d.names) > ListMax {
+		return nil, nil, false
+	}
+	for k := range d.names {
+		if k >= lo && k < hi {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	if limit > 0 && len(keys) > limit {
+		keys = keys[:limit]
+	}
+	vals = make([][]byte, len(keys))
+	for i, k := range keys {
+		if c.writing[k] > 0 {
+			return nil, nil, false
+		}
+		e := c.lookup(k, false)
+		if e == nil || !e.valid || e.v == nil {
+			return nil, nil, false
+		}
+		vals[i] = e.v
+	}
+	return keys, vals, true
 }
 
 // listDir queues a listing of directory g unless it is known or was
@@ -437,6 +484,7 @@ func (c *Cache) resync(k string, e *entry) {
 	e.valid = false
 	e.from = c.next
 	e.sent = 0
+	c.dirChanged(k, false, nil)
 	c.enqueue(k, e, false)
 }
 
@@ -446,6 +494,7 @@ func (c *Cache) BeginWrite(keys []string) {
 	defer c.mu.Unlock()
 	for _, k := range keys {
 		c.writing[k]++
+		c.dirChanged(k, false, nil) // List must not answer without it
 		if e := c.lookup(k, false); e != nil {
 			e.valid = false
 			e.from = c.next

@@ -257,3 +257,75 @@ func TestCacheListingBeforeForgetting(t *testing.T) {
 		t.Fatalf("lists after the refused listing = %q, want the directory", dirs)
 	}
 }
+
+// TestCacheList checks when a known directory's listing is answered from
+// the cache: in key order within the range and the limit, and never while
+// a name is unsure, a value unknown, a commit of a name in flight, or a
+// fence up.
+func TestCacheList(t *testing.T) {
+	dir := "A\x00\x00\x00\x00\x00\x00\x00\x07D"
+	end := "A\x00\x00\x00\x00\x00\x00\x00\x07E"
+	setup := func() *Cache {
+		c := newTestCache()
+		c.Listed(c.Seq(), dir, []string{dir + "b", dir + "a"})
+		c.Committed(c.Seq(), map[string][]byte{dir + "a": []byte("1"), dir + "b": []byte("2")}, nil, false)
+		c.Committed(c.Seq(), nil, map[string][]byte{dir + "c": []byte("3")}, true)
+		return c
+	}
+	list := func(c *Cache, lo string, limit int) (string, bool) {
+		ks, vs, ok := c.List(dir, lo, end, limit)
+		var s string
+		for i, k := range ks {
+			s += k[len(dir):] + "=" + string(vs[i]) + " "
+		}
+		return s, ok
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(c *Cache)
+		lo     string
+		limit  int
+		want   string
+		ok     bool
+	}{
+		{"whole", nil, dir, 0, "a=1 b=2 c=3 ", true},
+		{"from a name, limited", nil, dir + "b", 1, "b=2 ", true},
+		{"a name removed", func(c *Cache) {
+			c.Committed(c.Seq(), nil, map[string][]byte{dir + "b": nil}, true)
+		}, dir, 0, "a=1 c=3 ", true},
+		{"a name reported changed", func(c *Cache) { c.Invalidated([]string{dir + "a"}) }, dir, 0, "", false},
+		{"a commit of a new name in flight", func(c *Cache) { c.BeginWrite([]string{dir + "d"}) }, dir, 0, "", false},
+		{"a commit of a listed name in flight", func(c *Cache) { c.BeginWrite([]string{dir + "a"}) }, dir, 0, "", false},
+		{"a commit of a key of another group in flight", func(c *Cache) { c.BeginWrite([]string{"k"}) }, dir, 0, "a=1 b=2 c=3 ", true},
+		{"a new name committed elsewhere, not read again yet", func(c *Cache) {
+			c.BeginWrite([]string{dir + "e"})
+			c.EndWrite([]string{dir + "e"})
+		}, dir, 0, "", false},
+		{"a new name committed elsewhere, read again", func(c *Cache) {
+			c.BeginWrite([]string{dir + "e"})
+			c.EndWrite([]string{dir + "e"})
+			keys, seq := c.Take(readBatch)
+			c.Filled(seq, keys, [][]byte{[]byte("5")})
+		}, dir, 0, "a=1 b=2 c=3 e=5 ", true},
+		{"a name seen elsewhere", func(c *Cache) { c.Want([]string{dir + "f"}, [][]byte{[]byte("6")}) }, dir, 0, "", false},
+		{"fenced", func(c *Cache) { c.Fence(dir) }, dir, 0, "", false},
+		{"stream down", func(c *Cache) { c.Reset(true) }, dir, 0, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := setup()
+			if tc.change != nil {
+				tc.change(c)
+			}
+			got, ok := list(c, tc.lo, tc.limit)
+			if got != tc.want || ok != tc.ok {
+				t.Fatalf("list = %q, %v; want %q, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+	// A directory not known whole is not listed.
+	c := newTestCache()
+	c.Committed(c.Seq(), map[string][]byte{dir + "a": []byte("1")}, nil, false)
+	if _, _, ok := c.List(dir, dir, end, 0); ok {
+		t.Fatal("a directory never listed was answered from the cache")
+	}
+}
