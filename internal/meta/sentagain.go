@@ -8,8 +8,9 @@ type sentAgainKey struct{}
 // been applied already: a call the metadata server runs for a mount,
 // which the mount sent again after losing the reply, and which the
 // server no longer remembers because it restarted in between. (The
-// calls that change names are not run so: the server remembers in its
-// log which of those it applied, see store.WithCall, and answers them.)
+// calls that change names, and slice writes, are run so only when the
+// server's table of applied calls no longer holds them: see
+// store.WithCall.)
 // Such a run finds what the first one did in the records: an operation
 // whose second run would change them again checks for it first. So far
 // that is WriteSliceAttr, which does not append a slice its chunk names

@@ -214,7 +214,9 @@ func (c *Client) extending(ctx context.Context, ino Ino, op func() error) error 
 		if !errors.Is(err, errTruncating) {
 			return err
 		}
-		if err := c.finishTruncate(ctx, ino, 0); err != nil {
+		// Finishing the truncation is not the effect of the call op runs
+		// for (see store.WithoutCall).
+		if err := c.finishTruncate(store.WithoutCall(ctx), ino, 0); err != nil {
 			return err
 		}
 	}

@@ -332,6 +332,49 @@ func TestCallSentAgainAfterRestartRunsOnce(t *testing.T) {
 	}
 }
 
+// TestWriteSentAgainAfterCompaction sends a slice write again to a
+// restarted server after a compaction replaced the slice it wrote: the
+// chunk no longer names the slice, yet the write was applied, and must
+// not be applied again (the chunk would name a slice the compaction
+// released).
+func TestWriteSentAgainAfterCompaction(t *testing.T) {
+	url, restart := restartableServer(t)
+	v := newVolume(t, url)
+	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	a, err := v.rc.Create(ctx, meta.RootIno, []byte("f"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := v.rc.NewSliceID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := meta.Slice{Id: id, Size: 40, Len: 40}
+	seq := v.rc.Seq() + 1000
+	if err := v.rc.WriteSliceAs(ctx, seq, false, a.Ino, sl); err != nil {
+		t.Fatal(err)
+	}
+	restart()
+	id2, err := v.local.NewSliceID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repl := meta.Slice{Id: id2, Size: 40, Len: 40}
+	if _, err := v.local.CompactChunk(ctx, a.Ino, 0, []meta.Slice{sl}, []meta.Slice{repl}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.rc.WriteSliceAs(ctx, seq, true, a.Ino, sl); err != nil {
+		t.Fatalf("the write sent again after the restart: %v", err)
+	}
+	got, err := v.rc.ReadChunk(ctx, a.Ino, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Id != id2 {
+		t.Fatalf("chunk 0 after the write sent again: %+v, want the compacted slice %d alone", got, id2)
+	}
+}
+
 // TestCallAppliedBeforeRestartAnswered sends calls again to a server
 // restarted after it applied them, as a mount does when the server died
 // before the replies went out. Each must be answered as the first run

@@ -206,13 +206,21 @@ func Decode(r *wire.Reader) (*Call, error) {
 		ino, idx, s, cs, unsynced := meta.Ino(r.Uvarint()), uint32(r.Uvarint()), getSlice(r), getChanges(r), getBool(r)
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
 			v, a, err := m.WriteSliceAttr(ctx, ino, idx, s, cs, unsynced)
-			out.Uvarint(v.Length)
-			out.Varint(v.Mtime)
-			out.Varint(v.Ctime)
-			out.Uvarint(uint64(v.Mtimensec))
-			out.Uvarint(uint64(v.Ctimensec))
+			putVersion(out, v)
 			putAttr(out, a)
 			return err
+		}
+		// The version before the write is gone: the file's version now
+		// differs from what the mount saw, so the mount drops what it
+		// cached of the file, as after another mount's change.
+		applied = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.GetAttr(ctx, ino)
+			if err != nil {
+				return err
+			}
+			putVersion(out, meta.Version{})
+			putAttr(out, a)
+			return nil
 		}
 	case mFallocate:
 		ino, mode, off, length := meta.Ino(r.Uvarint()), uint32(r.Uvarint()), r.Uvarint(), r.Uvarint()
@@ -297,6 +305,14 @@ func Decode(r *wire.Reader) (*Call, error) {
 		}
 	}
 	return &Call{Method: method, Run: withCred(fn), Applied: withCred(applied)}, nil
+}
+
+func putVersion(out *wire.Buf, v meta.Version) {
+	out.Uvarint(v.Length)
+	out.Varint(v.Mtime)
+	out.Varint(v.Ctime)
+	out.Uvarint(uint64(v.Mtimensec))
+	out.Uvarint(uint64(v.Ctimensec))
 }
 
 // answerNothing is the Applied of an unlink, an rmdir or a rename, whose
