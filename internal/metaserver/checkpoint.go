@@ -89,17 +89,16 @@ func writeCheckpoint(dir string, index uint64, t *tree, dd, calls []dedupeEntry)
 	if werr != nil {
 		return 0, fmt.Errorf("write checkpoint: %w", werr)
 	}
-	for _, e := range dd {
-		b.Byte('D')
-		b.U64(e.k.client)
-		b.U64(e.k.txn)
-		b.U64(e.index)
-	}
-	for _, e := range calls {
-		b.Byte('C')
-		b.U64(e.k.client)
-		b.U64(e.k.txn)
-		b.U64(e.index)
+	for _, tbl := range []struct {
+		kind    byte
+		entries []dedupeEntry
+	}{{'D', dd}, {'C', calls}} {
+		for _, e := range tbl.entries {
+			b.Byte(tbl.kind)
+			b.U64(e.k.client)
+			b.U64(e.k.txn)
+			b.U64(e.index)
+		}
 	}
 	b.Byte('E')
 	b.U64(pairs)

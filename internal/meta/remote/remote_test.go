@@ -289,16 +289,14 @@ func restartableServer(t *testing.T) (url string, restart func()) {
 	}
 }
 
-// TestCallSentAgainAfterRestartRunsOnce sends a call again to a server
-// restarted after it ran the call, as a mount does when the server died
-// before its reply went out: the server has forgotten the call, so it
-// runs it again, and the write must not apply twice (a slice named twice
-// in its chunk, with one reference). The same slice written by a call
-// not sent again is a new write (as copy_file_range's would be).
-func TestCallSentAgainAfterRestartRunsOnce(t *testing.T) {
+// writtenBeforeRestart makes file f on a restartable server, writes
+// slice sl at its start with call number seq, and restarts the server, as
+// if it died before the write's reply went out.
+func writtenBeforeRestart(t *testing.T) (v *volume, ctx context.Context, ino meta.Ino, sl meta.Slice, seq uint64) {
+	t.Helper()
 	url, restart := restartableServer(t)
-	v := newVolume(t, url)
-	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	v = newVolume(t, url)
+	ctx = meta.WithCred(context.Background(), meta.Cred{})
 	a, err := v.rc.Create(ctx, meta.RootIno, []byte("f"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
 	if err != nil {
 		t.Fatal(err)
@@ -307,27 +305,38 @@ func TestCallSentAgainAfterRestartRunsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sl := meta.Slice{Id: id, Size: 40, Len: 40}
-	seq := v.rc.Seq() + 1000
+	sl = meta.Slice{Id: id, Size: 40, Len: 40}
+	seq = v.rc.Seq() + 1000
 	if err := v.rc.WriteSliceAs(ctx, seq, false, a.Ino, sl); err != nil {
 		t.Fatal(err)
 	}
 	restart()
-	if err := v.rc.WriteSliceAs(ctx, seq, true, a.Ino, sl); err != nil {
+	return v, ctx, a.Ino, sl, seq
+}
+
+// TestCallSentAgainAfterRestartRunsOnce sends a call again to a server
+// restarted after it ran the call, as a mount does when the server died
+// before its reply went out: the server has forgotten the call, so it
+// runs it again, and the write must not apply twice (a slice named twice
+// in its chunk, with one reference). The same slice written by a call
+// not sent again is a new write (as copy_file_range's would be).
+func TestCallSentAgainAfterRestartRunsOnce(t *testing.T) {
+	v, ctx, ino, sl, seq := writtenBeforeRestart(t)
+	if err := v.rc.WriteSliceAs(ctx, seq, true, ino, sl); err != nil {
 		t.Fatalf("the write sent again after the restart: %v", err)
 	}
-	got, err := v.rc.ReadChunk(ctx, a.Ino, 0)
+	got, err := v.rc.ReadChunk(ctx, ino, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Id != id {
-		t.Fatalf("chunk 0 after the write sent again: %+v, want slice %d once", got, id)
+	if len(got) != 1 || got[0].Id != sl.Id {
+		t.Fatalf("chunk 0 after the write sent again: %+v, want slice %d once", got, sl.Id)
 	}
 	// A new call goes on from there.
-	if err := v.rc.WriteSliceAs(ctx, seq+1, false, a.Ino, sl); err != nil {
+	if err := v.rc.WriteSliceAs(ctx, seq+1, false, ino, sl); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := v.rc.ReadChunk(ctx, a.Ino, 0); err != nil || len(got) != 2 {
+	if got, err := v.rc.ReadChunk(ctx, ino, 0); err != nil || len(got) != 2 {
 		t.Fatalf("chunk 0 after a new write: %+v, %v; want two slices", got, err)
 	}
 }
@@ -338,35 +347,19 @@ func TestCallSentAgainAfterRestartRunsOnce(t *testing.T) {
 // not be applied again (the chunk would name a slice the compaction
 // released).
 func TestWriteSentAgainAfterCompaction(t *testing.T) {
-	url, restart := restartableServer(t)
-	v := newVolume(t, url)
-	ctx := meta.WithCred(context.Background(), meta.Cred{})
-	a, err := v.rc.Create(ctx, meta.RootIno, []byte("f"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := v.rc.NewSliceID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sl := meta.Slice{Id: id, Size: 40, Len: 40}
-	seq := v.rc.Seq() + 1000
-	if err := v.rc.WriteSliceAs(ctx, seq, false, a.Ino, sl); err != nil {
-		t.Fatal(err)
-	}
-	restart()
+	v, ctx, ino, sl, seq := writtenBeforeRestart(t)
 	id2, err := v.local.NewSliceID(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	repl := meta.Slice{Id: id2, Size: 40, Len: 40}
-	if _, err := v.local.CompactChunk(ctx, a.Ino, 0, []meta.Slice{sl}, []meta.Slice{repl}); err != nil {
+	if _, err := v.local.CompactChunk(ctx, ino, 0, []meta.Slice{sl}, []meta.Slice{repl}); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.rc.WriteSliceAs(ctx, seq, true, a.Ino, sl); err != nil {
+	if err := v.rc.WriteSliceAs(ctx, seq, true, ino, sl); err != nil {
 		t.Fatalf("the write sent again after the restart: %v", err)
 	}
-	got, err := v.rc.ReadChunk(ctx, a.Ino, 0)
+	got, err := v.rc.ReadChunk(ctx, ino, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,15 +93,7 @@ func Decode(r *wire.Reader) (*Call, error) {
 			putDirs(out, m, parent)
 			return err
 		}
-		applied = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
-			a, err := m.Lookup(ctx, parent, name)
-			if err == nil && create {
-				m.Created(a.Ino)
-			}
-			putAttr(out, a)
-			putDirs(out, m)
-			return err
-		}
+		applied = answerEntry(parent, name, create)
 	case mLink:
 		ino, parent, name := meta.Ino(r.Uvarint()), meta.Ino(r.Uvarint()), r.Bytes()
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
@@ -110,12 +102,7 @@ func Decode(r *wire.Reader) (*Call, error) {
 			putDirs(out, m, parent)
 			return err
 		}
-		applied = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
-			a, err := m.Lookup(ctx, parent, name)
-			putAttr(out, a)
-			putDirs(out, m)
-			return err
-		}
+		applied = answerEntry(parent, name, false)
 	case mUnlink, mRmdir:
 		parent, name := meta.Ino(r.Uvarint()), r.Bytes()
 		rmdir := method == mRmdir
@@ -313,6 +300,21 @@ func putVersion(out *wire.Buf, v meta.Version) {
 	out.Varint(v.Ctime)
 	out.Uvarint(uint64(v.Mtimensec))
 	out.Uvarint(uint64(v.Ctimensec))
+}
+
+// answerEntry is the Applied of a call that made name in parent (a
+// create, mknod or link): its reply is the node the name holds now, and
+// a created file is counted open again, as the first run counted it.
+func answerEntry(parent meta.Ino, name []byte, create bool) runFunc {
+	return func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+		a, err := m.Lookup(ctx, parent, name)
+		if err == nil && create {
+			m.Created(a.Ino)
+		}
+		putAttr(out, a)
+		putDirs(out, m)
+		return err
+	}
 }
 
 // answerNothing is the Applied of an unlink, an rmdir or a rename, whose
