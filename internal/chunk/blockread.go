@@ -17,17 +17,22 @@ import (
 //     starting a background fetch of the whole block when Prefetch allows,
 //     so that neighbouring reads find it cached;
 //   - otherwise the whole block from the object store.
-func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, off int, p []byte) error {
+//
+// With v not nil, the bytes of a whole block in memory are not copied:
+// v gets that memory (blocks are never written again once cached), and
+// otherwise p, filled.
+func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, off int, p []byte, v *iovec) error {
 	key := s.key(id, size, index)
 	want := s.blockLen(size, index)
 	if b, ok := s.mem.Get(key); ok && len(b) == want {
 		s.reads.add(fromMemory)
-		copy(p, b[off:])
+		give(p, b[off:off+len(p)], v)
 		return nil
 	}
 	if len(p) < want && !s.prefetch.busy(key) {
 		if s.disk != nil && s.disk.ReadAt(key, p, int64(off)) {
 			s.reads.add(fromDisk)
+			v.add(p)
 			return nil
 		}
 		if s.conf.RangedReads {
@@ -35,7 +40,11 @@ func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, of
 				s.prefetch.whole(id, size, index)
 			}
 			s.reads.add(fromObjects)
-			return s.readRange(ctx, key, off, p)
+			if err := s.readRange(ctx, key, off, p); err != nil {
+				return err
+			}
+			v.add(p)
+			return nil
 		}
 	}
 	b, src, err := s.fetchBlock(ctx, id, size, index)
@@ -43,8 +52,18 @@ func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, of
 		return err
 	}
 	s.reads.add(src)
-	copy(p, b[off:])
+	give(p, b[off:off+len(p)], v)
 	return nil
+}
+
+// give hands the block bytes b to a read: as they are into v, or copied
+// into p when v is nil.
+func give(p, b []byte, v *iovec) {
+	if v == nil {
+		copy(p, b)
+		return
+	}
+	v.add(b)
 }
 
 // readRange fills p with the bytes of object key at off.

@@ -393,10 +393,12 @@ func (s *Store) cached(key string, want int) ([]byte, bool) {
 // at offset off. A deletion of the slice through this Store waits for it.
 func (s *Store) ReadSlice(ctx context.Context, id uint64, size uint32, off uint32, p []byte) error {
 	defer s.readers.leave(s.readers.enter())
-	return s.readSlice(ctx, id, size, off, p)
+	return s.readSlice(ctx, id, size, off, p, nil)
 }
 
-func (s *Store) readSlice(ctx context.Context, id uint64, size uint32, off uint32, p []byte) error {
+// readSlice is ReadSlice without the guard, gathering pieces into v when v
+// is not nil (see ReadFileVec).
+func (s *Store) readSlice(ctx context.Context, id uint64, size uint32, off uint32, p []byte, v *iovec) error {
 	if uint64(off)+uint64(len(p)) > uint64(size) {
 		return fmt.Errorf("read of slice %d past its end (%d+%d > %d)", id, off, len(p), size)
 	}
@@ -405,7 +407,7 @@ func (s *Store) readSlice(ctx context.Context, id uint64, size uint32, off uint3
 		index := int(off) / bs
 		inBlock := int(off) % bs
 		n := min(len(p), s.blockLen(size, index)-inBlock)
-		if err := s.readBlock(ctx, id, size, index, inBlock, p[:n]); err != nil {
+		if err := s.readBlock(ctx, id, size, index, inBlock, p[:n], v); err != nil {
 			return err
 		}
 		p = p[n:]

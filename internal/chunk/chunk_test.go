@@ -156,6 +156,20 @@ func (e *env) read(t *testing.T, w *FileWriter, ino meta.Ino, off uint64, n int)
 	if err := read(); err != nil {
 		t.Fatalf("read %d bytes at %d: %v", n, off, err)
 	}
+	// The vectored read gives the same bytes.
+	q := bytes.Repeat([]byte{0xEE}, n)
+	readVec := func() ([][]byte, error) { return e.s.ReadFileVec(e.ctx, e.c, ino, q, off) }
+	if w != nil {
+		readVec = func() ([][]byte, error) { return w.ReadVec(e.ctx, e.c, q, off) }
+	}
+	pieces, err := readVec()
+	if err != nil {
+		t.Fatalf("vectored read of %d bytes at %d: %v", n, off, err)
+	}
+	if got := bytes.Join(pieces, nil); !bytes.Equal(got, p) {
+		t.Fatalf("vectored read of %d bytes at %d: %d bytes in %d pieces differ from Read's %d bytes",
+			n, off, len(got), len(pieces), len(p))
+	}
 	return p
 }
 

@@ -20,6 +20,25 @@ var _ SliceSource = (*meta.Client)(nil)
 // deletion of a slice through this Store waits for the reads that began
 // before it, so a list src returned stays readable until ReadFile returns.
 func (s *Store) ReadFile(ctx context.Context, src SliceSource, ino meta.Ino, p []byte, off uint64) error {
+	return s.readFile(ctx, src, ino, p, off, nil)
+}
+
+// ReadFileVec is ReadFile that hands out the memory of cached blocks
+// instead of copying them into p: it returns the content as pieces, in
+// order, each either such memory or a part of p (bytes read from disk or
+// the object store, and holes). Their lengths add up to len(p). Cached
+// blocks are never written again once cached, so the pieces stay valid
+// and unchanged for as long as the caller keeps them.
+func (s *Store) ReadFileVec(ctx context.Context, src SliceSource, ino meta.Ino, p []byte, off uint64) ([][]byte, error) {
+	var v iovec
+	if err := s.readFile(ctx, src, ino, p, off, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// readFile is ReadFile, gathering pieces into v when v is not nil.
+func (s *Store) readFile(ctx context.Context, src SliceSource, ino meta.Ino, p []byte, off uint64, v *iovec) error {
 	defer s.readers.leave(s.readers.enter())
 	for len(p) > 0 {
 		idx := uint32(off / meta.ChunkSize)
@@ -33,9 +52,10 @@ func (s *Store) ReadFile(ctx context.Context, src SliceSource, ino meta.Ino, p [
 			dst := p[g.Start-start : g.End-start]
 			if g.Slice == nil || g.Slice.Id == 0 {
 				clear(dst)
+				v.add(dst)
 				continue
 			}
-			if err := s.readSlice(ctx, g.Slice.Id, g.Slice.Size, g.SliceOff(), dst); err != nil {
+			if err := s.readSlice(ctx, g.Slice.Id, g.Slice.Size, g.SliceOff(), dst, v); err != nil {
 				return err
 			}
 		}
@@ -43,4 +63,41 @@ func (s *Store) ReadFile(ctx context.Context, src SliceSource, ino meta.Ino, p [
 		off += uint64(n)
 	}
 	return nil
+}
+
+// iovec gathers the pieces of a vectored read.
+type iovec [][]byte
+
+// add appends b, joining it to the last piece when it continues that
+// piece's memory. A nil iovec takes nothing: the read copies into its
+// buffer instead.
+func (v *iovec) add(b []byte) {
+	if v == nil || len(b) == 0 {
+		return
+	}
+	if n := len(*v); n > 0 {
+		last := (*v)[n-1]
+		if cap(last) > len(last) && &last[:len(last)+1][len(last)] == &b[0] {
+			(*v)[n-1] = last[:len(last)+len(b)]
+			return
+		}
+	}
+	*v = append(*v, b)
+}
+
+// Gather copies pieces, as ReadFileVec returns them, into p in order,
+// skipping those that are already in place, and returns the bytes
+// copied.
+func Gather(p []byte, pieces [][]byte) int {
+	at := 0
+	for _, b := range pieces {
+		if len(b) == 0 {
+			continue
+		}
+		if &p[at] != &b[0] {
+			copy(p[at:], b)
+		}
+		at += len(b)
+	}
+	return at
 }

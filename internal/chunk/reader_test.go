@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -272,4 +273,84 @@ func TestVisibleRandom(t *testing.T) {
 			t.Fatalf("iteration %d: segments end at %d, want %d", iter, at, end)
 		}
 	}
+}
+
+// TestReadFileVec checks where the pieces of a vectored read come from:
+// blocks in the memory cache are handed out as they are, never copied
+// into the caller's buffer; holes and buffered writes are in the buffer.
+func TestReadFileVec(t *testing.T) {
+	const bs = testBlockSize
+	e := newEnv(t, nil, Config{})
+	ino := e.newFile(t, "f")
+	w := e.s.NewWriter(ino, e.c)
+	data := pattern(7, 2*bs)
+	e.write(t, w, nil, data, 0)
+	e.write(t, w, nil, data[:100], 3*bs) // a hole of one block before it
+	e.flush(t, w)
+	e.read(t, nil, ino, 0, 2*bs) // fetches both blocks into the memory cache
+
+	inBuffer := func(p, piece []byte) bool {
+		for i := range p {
+			if &p[i] == &piece[0] {
+				return true
+			}
+		}
+		return false
+	}
+	p := bytes.Repeat([]byte{0xEE}, 3*bs+100)
+	pieces, err := e.s.ReadFileVec(e.ctx, e.c, ino, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append(append([]byte{}, data...), make([]byte, bs)...), data[:100]...)
+	if got := bytes.Join(pieces, nil); !bytes.Equal(got, want) {
+		t.Fatalf("vectored read: %d bytes differ from the %d written", len(got), len(want))
+	}
+	if len(pieces) < 3 {
+		t.Fatalf("%d pieces, want the two cached blocks, the hole and the tail apart", len(pieces))
+	}
+	for i, piece := range pieces[:2] {
+		if inBuffer(p, piece) {
+			t.Errorf("piece %d (a cached block) was copied into the buffer", i)
+		}
+	}
+	if !bytes.Equal(p[:2*bs], bytes.Repeat([]byte{0xEE}, 2*bs)) {
+		t.Error("the buffer's bytes under the cached blocks were written")
+	}
+	if !inBuffer(p, pieces[2]) {
+		t.Error("the hole is not in the buffer")
+	}
+
+	// Buffered writes over the range: gathered into the buffer, with the
+	// writes on top.
+	e.write(t, w, nil, []byte("new"), 10)
+	p = bytes.Repeat([]byte{0xEE}, 2*bs)
+	pieces, err = w.ReadVec(e.ctx, e.c, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(append(append([]byte{}, data[:10]...), "new"...), data[13:2*bs]...)
+	if len(pieces) != 1 || &pieces[0][0] != &p[0] || !bytes.Equal(pieces[0], want) {
+		t.Errorf("read over buffered writes: %d pieces, want the buffer alone with the writes laid over", len(pieces))
+	}
+	e.flush(t, w)
+}
+
+func TestGather(t *testing.T) {
+	p := make([]byte, 10)
+	copy(p[3:6], "def")
+	var v iovec
+	v.add([]byte("abc"))
+	v.add(p[3:5]) // in place
+	v.add(p[5:6]) // continues the piece before: joined
+	v.add(nil)
+	v.add([]byte("ghij"))
+	if len(v) != 3 || string(v[1]) != "def" {
+		t.Fatalf("pieces %q, want abc, def (joined in place), ghij", v)
+	}
+	if n := Gather(p, v); n != 10 || string(p) != "abcdefghij" {
+		t.Errorf("Gather = %d, %q; want 10, abcdefghij", n, p)
+	}
+	var none *iovec
+	none.add([]byte("x")) // a nil iovec takes nothing
 }

@@ -595,21 +595,65 @@ func (w *FileWriter) finishIdle() {
 // commits while the committed part is read would be in neither, so the
 // read is retried until no commit interleaved.
 func (w *FileWriter) Read(ctx context.Context, src SliceSource, p []byte, off uint64) error {
+	_, err := w.read(ctx, src, p, off, false)
+	return err
+}
+
+// ReadVec is Read that may return the content as pieces instead of in p,
+// as Store.ReadFileVec does; with buffered writes in the range the
+// pieces are gathered into p and the writes laid over it, and ReadVec
+// returns p alone.
+func (w *FileWriter) ReadVec(ctx context.Context, src SliceSource, p []byte, off uint64) ([][]byte, error) {
+	return w.read(ctx, src, p, off, true)
+}
+
+func (w *FileWriter) read(ctx context.Context, src SliceSource, p []byte, off uint64, vec bool) ([][]byte, error) {
 	for {
 		w.mu.Lock()
 		commits := w.mu.commits
 		w.mu.Unlock()
-		if err := w.s.ReadFile(ctx, src, w.ino, p, off); err != nil {
-			return err
+		var pieces [][]byte
+		var err error
+		if vec {
+			pieces, err = w.s.ReadFileVec(ctx, src, w.ino, p, off)
+		} else {
+			err = w.s.ReadFile(ctx, src, w.ino, p, off)
+		}
+		if err != nil {
+			return nil, err
 		}
 		w.mu.Lock()
 		if w.mu.commits == commits {
-			w.overlayLocked(p, off)
+			if w.bufferedLocked(off, uint64(len(p))) {
+				if vec {
+					Gather(p, pieces)
+					pieces = [][]byte{p}
+				}
+				w.overlayLocked(p, off)
+			}
 			w.mu.Unlock()
-			return nil
+			return pieces, nil
 		}
 		w.mu.Unlock()
 	}
+}
+
+// bufferedLocked reports whether buffered, uncommitted writes overlap the
+// n bytes at off.
+func (w *FileWriter) bufferedLocked(off, n uint64) bool {
+	if len(w.mu.chunks) == 0 {
+		return false
+	}
+	end := off + n
+	for idx := off / meta.ChunkSize; idx*meta.ChunkSize < end; idx++ {
+		for _, sl := range w.mu.chunks[uint32(idx)] {
+			start := idx*meta.ChunkSize + uint64(sl.pos)
+			if max(start, off) < min(start+uint64(sl.length), end) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // overlayLocked copies buffered, uncommitted bytes over p, which holds the

@@ -71,13 +71,14 @@ func (fs *fileSystem) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte
 	}
 	ctx := fs.ctx(cancel, &in.InHeader)
 	defer ctx.end()
-	n, err := fs.v.Read(ctx, in.Fh, in.Offset, buf[:in.Size])
+	pieces, err := fs.v.ReadVec(ctx, in.Fh, in.Offset, buf[:in.Size])
 	if err != nil {
 		return nil, fs.status("read", err)
 	}
-	// A vector result is written to /dev/fuse with writev; the plain data
-	// result would first be copied into a splice pipe.
-	return gofuse.ReadResultVector([][]byte{buf[:n]}), gofuse.OK
+	// A vector result is written to /dev/fuse with writev, straight from
+	// the cached blocks the pieces may be; the plain data result would
+	// first be copied into a splice pipe.
+	return gofuse.ReadResultVector(pieces), gofuse.OK
 }
 
 func (fs *fileSystem) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {

@@ -516,29 +516,56 @@ const readRetries = 8
 // Read reads up to len(p) bytes at off into p and returns the number of
 // bytes read; fewer at the end of the file.
 func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, error) {
-	h, err := v.handle(fh)
+	pieces, err := v.read(ctx, fh, off, p, false)
 	if err != nil {
 		return 0, err
 	}
+	return chunk.Gather(p, pieces), nil
+}
+
+// ReadVec is Read that returns the bytes as pieces, in order, each either
+// a part of p or memory of the block cache, which stays unchanged as long
+// as the caller keeps it: a reply can then be written from the cached
+// blocks without copying them into p first. Fewer than len(p) bytes in
+// all at the end of the file.
+func (v *VFS) ReadVec(ctx context.Context, fh uint64, off uint64, p []byte) ([][]byte, error) {
+	return v.read(ctx, fh, off, p, true)
+}
+
+func (v *VFS) read(ctx context.Context, fh uint64, off uint64, p []byte, vec bool) ([][]byte, error) {
+	h, err := v.handle(fh)
+	if err != nil {
+		return nil, err
+	}
 	if h.internal != nil {
-		return h.internal.read(ctx, off, p)
+		n, err := h.internal.read(ctx, off, p)
+		if err != nil {
+			return nil, err
+		}
+		return [][]byte{p[:n]}, nil
 	}
 	if h.file == nil {
-		return 0, syscall.EBADF
+		return nil, syscall.EBADF
 	}
 	if h.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
-		return 0, syscall.EBADF
+		return nil, syscall.EBADF
 	}
 	f := h.file
 	f.mu.Lock()
 	length := max(f.mu.length, f.writer.PendingEnd())
 	f.mu.Unlock()
 	if off >= length {
-		return 0, nil
+		return nil, nil
 	}
 	n := min(uint64(len(p)), length-off)
 	f.reader.Readahead(ctx, f, off, n, length)
-	err = f.writer.Read(ctx, f, p[:n], off)
+	read := func() ([][]byte, error) {
+		if vec {
+			return f.writer.ReadVec(ctx, f, p[:n], off)
+		}
+		return [][]byte{p[:n]}, f.writer.Read(ctx, f, p[:n], off)
+	}
+	pieces, err := read()
 	for retry := 0; retry < readRetries && errors.Is(err, object.ErrNotFound); retry++ {
 		// A block named by a cached slice list is gone: another mount
 		// compacted the chunk and deleted what it replaced. Read the
@@ -547,14 +574,23 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, e
 		if retry > 0 {
 			time.Sleep(time.Duration(retry) * 5 * time.Millisecond) // an engine's cache may lag a moment
 		}
-		err = f.writer.Read(ctx, f, p[:n], off)
+		pieces, err = read()
 	}
 	if err != nil {
-		return 0, err
+		return nil, err
+	}
+	if len(pieces) > maxReadPieces {
+		chunk.Gather(p, pieces)
+		pieces = [][]byte{p[:n]}
 	}
 	v.accessed(ctx, h)
-	return int(n), nil
+	return pieces, nil
 }
+
+// maxReadPieces bounds the pieces of a ReadVec, far below the system's
+// limit on a writev (1,024): a read of a file made of many small slices
+// is gathered into its buffer instead.
+const maxReadPieces = 64
 
 // Write writes data at off. It writes all of data or, failing, none:
 // once the bytes are in the file's buffers they will be committed, so a
