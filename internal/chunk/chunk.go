@@ -67,6 +67,13 @@ type Config struct {
 	// blocks into the disk cache as it uploads took a third of a
 	// writing mount's CPU.
 	CacheLargeWrite bool
+	// FetchToMemory keeps the blocks fetched from the object store in the
+	// memory cache alone. With a bucket on this host whose blocks are
+	// stored as they are, a copy in the disk cache costs a write and a
+	// checksum of every block read and makes no later read cheaper: the
+	// bucket's file is read as fast as the cache's. Warm still writes to
+	// the disk cache.
+	FetchToMemory bool
 	// Writeback stages written blocks durably in the disk cache and
 	// uploads them in the background; it needs CacheDirs.
 	Writeback bool
@@ -359,7 +366,11 @@ func (s *Store) fetchBlock(ctx context.Context, id uint64, size uint32, index in
 		if _, err := io.ReadFull(r, b); err != nil {
 			return nil, fmt.Errorf("read block %s: short or failed read: %w", key, err)
 		}
-		s.cache.Put(key, b)
+		if s.conf.FetchToMemory {
+			s.mem.Put(key, b)
+		} else {
+			s.cache.Put(key, b)
+		}
 		return fetched{b, fromObjects}, nil
 	})
 	select {

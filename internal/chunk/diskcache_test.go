@@ -204,3 +204,51 @@ func TestCacheWrittenBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestFetchToMemory checks where a block fetched from the object store is
+// cached: in memory and on disk by default, in memory alone with
+// FetchToMemory; Warm writes it to the disk cache either way.
+func TestFetchToMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		conf   Config
+		onDisk bool
+	}{
+		{"default", Config{CachePartialOnly: true}, true},
+		{"FetchToMemory", Config{CachePartialOnly: true, FetchToMemory: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := newFileStore(t)
+			e := newEnv(t, obj, Config{})
+			tc.conf.MemoryCacheSize = 64 << 20
+			e.s = openStore(t, obj, t.TempDir(), tc.conf)
+			ino := e.newFile(t, "f")
+			w := e.s.NewWriter(ino, e.c)
+			var m fileModel
+			e.write(t, w, &m, pattern(12, 2*testBlockSize), 0)
+			e.flush(t, w)
+			keys := e.blockKeys(t, ino)
+			for _, key := range keys {
+				if _, ok := e.s.cache.Get(key); ok {
+					t.Fatalf("block %s cached on writing, with CachePartialOnly", key)
+				}
+			}
+			e.check(t, nil, ino, &m) // fetches both blocks
+			e.s.disk.Flush()
+			for _, key := range keys {
+				_, inMem := e.s.mem.Get(key)
+				_, onDisk := e.s.disk.Get(key)
+				if !inMem || onDisk != tc.onDisk {
+					t.Errorf("fetched block %s: in memory %v, on disk %v; want true, %v", key, inMem, onDisk, tc.onDisk)
+				}
+			}
+			refs := e.s.SliceBlocks(e.slices(t, ino, 0)[0].Id, 2*testBlockSize, 0, 2*testBlockSize)
+			if _, err := e.s.Warm(e.ctx, refs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if _, onDisk := e.s.disk.Get(keys[0]); !onDisk {
+				t.Error("Warm did not write the block to the disk cache")
+			}
+		})
+	}
+}

@@ -208,6 +208,7 @@ func chunkConfig(f *meta.Format, opts *Options) chunk.Config {
 	c.VolumeUUID = f.UUID
 	c.RangedReads = plainBlocks(f)
 	c.CachePartialOnly = c.CachePartialOnly || localStorage(f.Storage)
+	c.FetchToMemory = localStorage(f.Storage) && c.RangedReads
 	if c.Logger == nil {
 		c.Logger = opts.logger()
 	}
