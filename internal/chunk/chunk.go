@@ -174,8 +174,11 @@ type Store struct {
 	// blocks, no writeback staging): a fresh 4 MiB buffer costs a page
 	// fault per 4 KiB on first touch, a quarter of a small write's time.
 	blockBufs *sync.Pool // nil when buffers cannot be recycled
-	syncs     *syncer    // deferred syncs of written blocks (sync.go); nil when off
-	reads     readCounts // where the application's block reads were served (stats.go)
+	// fetched recycles the buffers of blocks fetched into the memory
+	// cache alone (memory only, or FetchToMemory); nil otherwise.
+	fetched *fetchPool
+	syncs   *syncer    // deferred syncs of written blocks (sync.go); nil when off
+	reads   readCounts // where the application's block reads were served (stats.go)
 }
 
 // Open returns a Store over obj, which already applies the volume's prefix
@@ -233,6 +236,10 @@ func newStore(obj object.Store, conf Config) *Store {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.cache = s.mem
+	if conf.memoryOnly() || conf.FetchToMemory {
+		s.fetched = newFetchPool(conf.BlockSize, s.readers)
+		s.mem.OnDrop(s.fetched.put)
+	}
 	s.prefetch = newPrefetcher(s, min(conf.BufferSize, conf.MemoryCacheSize/2), readaheadConcurrency, conf.Prefetch)
 	return s
 }
@@ -362,12 +369,20 @@ func (s *Store) fetchBlock(ctx context.Context, id uint64, size uint32, index in
 			return nil, fmt.Errorf("read block %s: %w", key, err)
 		}
 		defer r.Close()
-		b := make([]byte, want)
+		var b []byte
+		if s.fetched != nil {
+			b = s.fetched.get(want)
+		} else {
+			b = make([]byte, want)
+		}
 		if _, err := io.ReadFull(r, b); err != nil {
+			if s.fetched != nil {
+				s.fetched.put(b)
+			}
 			return nil, fmt.Errorf("read block %s: short or failed read: %w", key, err)
 		}
-		if s.conf.FetchToMemory {
-			s.mem.Put(key, b)
+		if s.fetched != nil {
+			s.mem.Put(key, b) // the disk cache never gets pooled buffers
 		} else {
 			s.cache.Put(key, b)
 		}

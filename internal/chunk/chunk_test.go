@@ -158,11 +158,12 @@ func (e *env) read(t *testing.T, w *FileWriter, ino meta.Ino, off uint64, n int)
 	}
 	// The vectored read gives the same bytes.
 	q := bytes.Repeat([]byte{0xEE}, n)
-	readVec := func() ([][]byte, error) { return e.s.ReadFileVec(e.ctx, e.c, ino, q, off) }
+	readVec := func() ([][]byte, func(), error) { return e.s.ReadFileVec(e.ctx, e.c, ino, q, off) }
 	if w != nil {
-		readVec = func() ([][]byte, error) { return w.ReadVec(e.ctx, e.c, q, off) }
+		readVec = func() ([][]byte, func(), error) { return w.ReadVec(e.ctx, e.c, q, off) }
 	}
-	pieces, err := readVec()
+	pieces, release, err := readVec()
+	defer release()
 	if err != nil {
 		t.Fatalf("vectored read of %d bytes at %d: %v", n, off, err)
 	}

@@ -90,3 +90,18 @@ func (g *readGuard) wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// mark returns the ticket the next read will get: the reads that may use
+// what a caller is about to let go of have lower tickets.
+func (g *readGuard) mark() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.next
+}
+
+// passed reports whether every read with a ticket below t has left.
+func (g *readGuard) passed(t uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.oldestLocked() >= t
+}

@@ -3,6 +3,7 @@ package chunk
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/sluicefs/sluice/internal/meta"
 )
@@ -20,26 +21,31 @@ var _ SliceSource = (*meta.Client)(nil)
 // deletion of a slice through this Store waits for the reads that began
 // before it, so a list src returned stays readable until ReadFile returns.
 func (s *Store) ReadFile(ctx context.Context, src SliceSource, ino meta.Ino, p []byte, off uint64) error {
+	defer s.readers.leave(s.readers.enter())
 	return s.readFile(ctx, src, ino, p, off, nil)
 }
 
 // ReadFileVec is ReadFile that hands out the memory of cached blocks
 // instead of copying them into p: it returns the content as pieces, in
 // order, each either such memory or a part of p (bytes read from disk or
-// the object store, and holes). Their lengths add up to len(p). Cached
-// blocks are never written again once cached, so the pieces stay valid
-// and unchanged for as long as the caller keeps them.
-func (s *Store) ReadFileVec(ctx context.Context, src SliceSource, ino meta.Ino, p []byte, off uint64) ([][]byte, error) {
+// the object store, and holes). Their lengths add up to len(p). The
+// pieces stay valid and unchanged until release is called: cached blocks
+// are never written again, and the buffers of fetched blocks are reused
+// only after the reads that may hold them have released them. The caller
+// must call release once, also after an error.
+func (s *Store) ReadFileVec(ctx context.Context, src SliceSource, ino meta.Ino, p []byte, off uint64) (pieces [][]byte, release func(), err error) {
+	t := s.readers.enter()
+	release = sync.OnceFunc(func() { s.readers.leave(t) })
 	var v iovec
 	if err := s.readFile(ctx, src, ino, p, off, &v); err != nil {
-		return nil, err
+		return nil, release, err
 	}
-	return v, nil
+	return v, release, nil
 }
 
-// readFile is ReadFile, gathering pieces into v when v is not nil.
+// readFile is ReadFile inside the read guard, gathering pieces into v when
+// v is not nil.
 func (s *Store) readFile(ctx context.Context, src SliceSource, ino meta.Ino, p []byte, off uint64, v *iovec) error {
-	defer s.readers.leave(s.readers.enter())
 	for len(p) > 0 {
 		idx := uint32(off / meta.ChunkSize)
 		start := uint32(off % meta.ChunkSize)

@@ -298,7 +298,8 @@ func TestReadFileVec(t *testing.T) {
 		return false
 	}
 	p := bytes.Repeat([]byte{0xEE}, 3*bs+100)
-	pieces, err := e.s.ReadFileVec(e.ctx, e.c, ino, p, 0)
+	pieces, release, err := e.s.ReadFileVec(e.ctx, e.c, ino, p, 0)
+	defer release()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,8 @@ func TestReadFileVec(t *testing.T) {
 	// writes on top.
 	e.write(t, w, nil, []byte("new"), 10)
 	p = bytes.Repeat([]byte{0xEE}, 2*bs)
-	pieces, err = w.ReadVec(e.ctx, e.c, p, 0)
+	pieces, release2, err := w.ReadVec(e.ctx, e.c, p, 0)
+	release2()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,6 +81,11 @@ func (s *Store) Warm(ctx context.Context, b BlockRef) (fetched bool, err error) 
 		return !inMem, nil
 	}
 	if !s.onDisk(key) {
+		if s.fetched != nil {
+			// The disk cache writes it later, when the memory cache
+			// may have let go of the buffer for reuse.
+			data = bytes.Clone(data)
+		}
 		s.disk.PutWait(key, data) // queued, or written already
 	}
 	if !s.onDisk(key) {

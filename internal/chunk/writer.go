@@ -595,46 +595,50 @@ func (w *FileWriter) finishIdle() {
 // commits while the committed part is read would be in neither, so the
 // read is retried until no commit interleaved.
 func (w *FileWriter) Read(ctx context.Context, src SliceSource, p []byte, off uint64) error {
-	_, err := w.read(ctx, src, p, off, false)
-	return err
-}
-
-// ReadVec is Read that may return the content as pieces instead of in p,
-// as Store.ReadFileVec does; with buffered writes in the range the
-// pieces are gathered into p and the writes laid over it, and ReadVec
-// returns p alone.
-func (w *FileWriter) ReadVec(ctx context.Context, src SliceSource, p []byte, off uint64) ([][]byte, error) {
-	return w.read(ctx, src, p, off, true)
-}
-
-func (w *FileWriter) read(ctx context.Context, src SliceSource, p []byte, off uint64, vec bool) ([][]byte, error) {
 	for {
 		w.mu.Lock()
 		commits := w.mu.commits
 		w.mu.Unlock()
-		var pieces [][]byte
-		var err error
-		if vec {
-			pieces, err = w.s.ReadFileVec(ctx, src, w.ino, p, off)
-		} else {
-			err = w.s.ReadFile(ctx, src, w.ino, p, off)
+		if err := w.s.ReadFile(ctx, src, w.ino, p, off); err != nil {
+			return err
 		}
+		w.mu.Lock()
+		if w.mu.commits == commits {
+			w.overlayLocked(p, off)
+			w.mu.Unlock()
+			return nil
+		}
+		w.mu.Unlock()
+	}
+}
+
+// ReadVec is Read that may return the content as pieces instead of in p,
+// valid until release is called, as Store.ReadFileVec does; with buffered
+// writes in the range the pieces are gathered into p and the writes laid
+// over it, and ReadVec returns p alone. The caller must call release
+// once, also after an error.
+func (w *FileWriter) ReadVec(ctx context.Context, src SliceSource, p []byte, off uint64) (pieces [][]byte, release func(), err error) {
+	for {
+		w.mu.Lock()
+		commits := w.mu.commits
+		w.mu.Unlock()
+		pieces, release, err := w.s.ReadFileVec(ctx, src, w.ino, p, off)
 		if err != nil {
-			return nil, err
+			return nil, release, err
 		}
 		w.mu.Lock()
 		if w.mu.commits == commits {
 			if w.bufferedLocked(off, uint64(len(p))) {
-				if vec {
-					Gather(p, pieces)
-					pieces = [][]byte{p}
-				}
+				Gather(p, pieces)
+				release()
+				pieces = [][]byte{p}
 				w.overlayLocked(p, off)
 			}
 			w.mu.Unlock()
-			return pieces, nil
+			return pieces, release, nil
 		}
 		w.mu.Unlock()
+		release()
 	}
 }
 

@@ -71,14 +71,16 @@ func (fs *fileSystem) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte
 	}
 	ctx := fs.ctx(cancel, &in.InHeader)
 	defer ctx.end()
-	pieces, err := fs.v.ReadVec(ctx, in.Fh, in.Offset, buf[:in.Size])
+	pieces, release, err := fs.v.ReadVec(ctx, in.Fh, in.Offset, buf[:in.Size])
 	if err != nil {
+		release()
 		return nil, fs.status("read", err)
 	}
 	// A vector result is written to /dev/fuse with writev, straight from
 	// the cached blocks the pieces may be; the plain data result would
-	// first be copied into a splice pipe.
-	return gofuse.ReadResultVector(pieces), gofuse.OK
+	// first be copied into a splice pipe. go-fuse calls Done once the
+	// reply is written, and the blocks' memory may be reused after that.
+	return &readReply{pieces: pieces, release: release}, gofuse.OK
 }
 
 func (fs *fileSystem) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
@@ -230,3 +232,32 @@ func (fs *fileSystem) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, na
 	defer ctx.end()
 	return fs.status("removexattr", fs.v.RemoveXattr(ctx, meta.Ino(h.NodeId), name))
 }
+
+// readReply is the reply to a read: pieces written to /dev/fuse with one
+// writev, and release called when go-fuse is done with them.
+type readReply struct {
+	pieces  [][]byte
+	release func()
+}
+
+func (r *readReply) Size() int {
+	n := 0
+	for _, p := range r.pieces {
+		n += len(p)
+	}
+	return n
+}
+
+func (r *readReply) Done() { r.release() }
+
+// Bytes concatenates the pieces into buf's memory.
+func (r *readReply) Bytes(buf []byte) ([]byte, gofuse.Status) {
+	buf = buf[:0]
+	for _, p := range r.pieces {
+		buf = append(buf, p...)
+	}
+	return buf, gofuse.OK
+}
+
+// Slices hands go-fuse the pieces for writev.
+func (r *readReply) Slices() ([][]byte, gofuse.Status) { return r.pieces, gofuse.OK }

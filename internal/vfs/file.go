@@ -516,7 +516,8 @@ const readRetries = 8
 // Read reads up to len(p) bytes at off into p and returns the number of
 // bytes read; fewer at the end of the file.
 func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, error) {
-	pieces, err := v.read(ctx, fh, off, p, false)
+	pieces, release, err := v.read(ctx, fh, off, p, false)
+	defer release()
 	if err != nil {
 		return 0, err
 	}
@@ -524,67 +525,73 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off uint64, p []byte) (int, e
 }
 
 // ReadVec is Read that returns the bytes as pieces, in order, each either
-// a part of p or memory of the block cache, which stays unchanged as long
-// as the caller keeps it: a reply can then be written from the cached
-// blocks without copying them into p first. Fewer than len(p) bytes in
-// all at the end of the file.
-func (v *VFS) ReadVec(ctx context.Context, fh uint64, off uint64, p []byte) ([][]byte, error) {
+// a part of p or memory of the block cache, which stays unchanged until
+// release is called: a reply can then be written from the cached blocks
+// without copying them into p first. Fewer than len(p) bytes in all at
+// the end of the file. The caller must call release once, also after an
+// error; the memory of cached blocks is reused only after that.
+func (v *VFS) ReadVec(ctx context.Context, fh uint64, off uint64, p []byte) (pieces [][]byte, release func(), err error) {
 	return v.read(ctx, fh, off, p, true)
 }
 
-func (v *VFS) read(ctx context.Context, fh uint64, off uint64, p []byte, vec bool) ([][]byte, error) {
+func noRelease() {}
+
+func (v *VFS) read(ctx context.Context, fh uint64, off uint64, p []byte, vec bool) ([][]byte, func(), error) {
 	h, err := v.handle(fh)
 	if err != nil {
-		return nil, err
+		return nil, noRelease, err
 	}
 	if h.internal != nil {
 		n, err := h.internal.read(ctx, off, p)
 		if err != nil {
-			return nil, err
+			return nil, noRelease, err
 		}
-		return [][]byte{p[:n]}, nil
+		return [][]byte{p[:n]}, noRelease, nil
 	}
 	if h.file == nil {
-		return nil, syscall.EBADF
+		return nil, noRelease, syscall.EBADF
 	}
 	if h.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
-		return nil, syscall.EBADF
+		return nil, noRelease, syscall.EBADF
 	}
 	f := h.file
 	f.mu.Lock()
 	length := max(f.mu.length, f.writer.PendingEnd())
 	f.mu.Unlock()
 	if off >= length {
-		return nil, nil
+		return nil, noRelease, nil
 	}
 	n := min(uint64(len(p)), length-off)
 	f.reader.Readahead(ctx, f, off, n, length)
-	read := func() ([][]byte, error) {
+	read := func() ([][]byte, func(), error) {
 		if vec {
 			return f.writer.ReadVec(ctx, f, p[:n], off)
 		}
-		return [][]byte{p[:n]}, f.writer.Read(ctx, f, p[:n], off)
+		return [][]byte{p[:n]}, noRelease, f.writer.Read(ctx, f, p[:n], off)
 	}
-	pieces, err := read()
+	pieces, release, err := read()
 	for retry := 0; retry < readRetries && errors.Is(err, object.ErrNotFound); retry++ {
 		// A block named by a cached slice list is gone: another mount
 		// compacted the chunk and deleted what it replaced. Read the
 		// lists again (again if it compacted once more meanwhile).
+		release()
 		f.forgetSlices()
 		if retry > 0 {
 			time.Sleep(time.Duration(retry) * 5 * time.Millisecond) // an engine's cache may lag a moment
 		}
-		pieces, err = read()
+		pieces, release, err = read()
 	}
 	if err != nil {
-		return nil, err
+		release()
+		return nil, noRelease, err
 	}
 	if len(pieces) > maxReadPieces {
 		chunk.Gather(p, pieces)
-		pieces = [][]byte{p[:n]}
+		release()
+		pieces, release = [][]byte{p[:n]}, noRelease
 	}
 	v.accessed(ctx, h)
-	return pieces, nil
+	return pieces, release, nil
 }
 
 // maxReadPieces bounds the pieces of a ReadVec, far below the system's

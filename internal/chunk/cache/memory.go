@@ -9,7 +9,8 @@ import (
 // Memory is an in-memory LRU block cache bounded in bytes.
 type Memory struct {
 	capacity int64
-	counts   counters // atomic: evictions
+	counts   counters     // atomic: evictions
+	onDrop   func([]byte) // see OnDrop; nil: none
 
 	mu struct {
 		sync.Mutex
@@ -32,6 +33,12 @@ func NewMemory(capacity int64) *Memory {
 	return m
 }
 
+// OnDrop sets f to be called with every block the cache lets go of:
+// evicted, removed, replaced by another under its key, or refused by Put
+// as larger than the cache. It is called without the cache's lock held,
+// and must be set before the cache is used.
+func (m *Memory) OnDrop(f func([]byte)) { m.onDrop = f }
+
 // Get returns the cached block key.
 func (m *Memory) Get(key string) ([]byte, bool) {
 	m.mu.Lock()
@@ -48,27 +55,48 @@ func (m *Memory) Get(key string) ([]byte, bool) {
 // stay within capacity. A block larger than the whole cache is not kept.
 func (m *Memory) Put(key string, data []byte) {
 	if int64(len(data)) > m.capacity {
+		m.dropped(data)
 		return
 	}
+	var drops [][]byte
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if el, ok := m.mu.index[key]; ok {
-		m.removeLocked(el)
+		old := m.removeLocked(el)
+		if len(old) == 0 || len(data) == 0 || &old[0] != &data[0] {
+			drops = append(drops, old)
+		}
 	}
 	m.mu.index[key] = m.mu.lru.PushFront(&entry{key: key, data: data})
 	m.mu.used += int64(len(data))
 	for m.mu.used > m.capacity {
-		m.removeLocked(m.mu.lru.Back())
+		drops = append(drops, m.removeLocked(m.mu.lru.Back()))
 		m.counts.evictions.Add(1)
 	}
+	m.mu.Unlock()
+	m.dropped(drops...)
 }
 
 // Remove drops key from the cache.
 func (m *Memory) Remove(key string) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if el, ok := m.mu.index[key]; ok {
-		m.removeLocked(el)
+	el, ok := m.mu.index[key]
+	var old []byte
+	if ok {
+		old = m.removeLocked(el)
+	}
+	m.mu.Unlock()
+	if ok {
+		m.dropped(old)
+	}
+}
+
+// dropped tells the OnDrop function of blocks let go.
+func (m *Memory) dropped(blocks ...[]byte) {
+	if m.onDrop == nil {
+		return
+	}
+	for _, b := range blocks {
+		m.onDrop(b)
 	}
 }
 
@@ -87,11 +115,13 @@ func (m *Memory) Stats() Stats {
 	return m.counts.stats(used, blocks)
 }
 
-func (m *Memory) removeLocked(el *list.Element) {
+// removeLocked takes el out of the cache and returns its block.
+func (m *Memory) removeLocked(el *list.Element) []byte {
 	e := el.Value.(*entry)
 	m.mu.lru.Remove(el)
 	delete(m.mu.index, e.key)
 	m.mu.used -= int64(len(e.data))
+	return e.data
 }
 
 // Stats are the figures of one cache tier. Evictions count the blocks
