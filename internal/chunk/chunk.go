@@ -340,15 +340,33 @@ const (
 	fromObjects // the reader waited for the object store
 )
 
+// testHookFetched, when set by a test, is called after a fetched block is
+// cached and before the readers waiting for it have it.
+var testHookFetched func(s *Store, key string)
+
 // fetchBlock is block, and tells where the block came from.
 func (s *Store) fetchBlock(ctx context.Context, id uint64, size uint32, index int) ([]byte, source, error) {
+	for {
+		b, gen, src, err := s.fetchOnce(ctx, id, size, index)
+		if err != nil || s.fetched == nil || s.fetched.live(b, gen) {
+			return b, src, err
+		}
+		// The memory cache let go of the block before this read had it
+		// from the fetch it joined, and its buffer may be reused: fetch
+		// it again.
+	}
+}
+
+// fetchOnce returns block index of slice id from the caches or fetches it,
+// with the pool generation of a buffer fetched (see fetchPool.live).
+func (s *Store) fetchOnce(ctx context.Context, id uint64, size uint32, index int) ([]byte, uint64, source, error) {
 	key := s.key(id, size, index)
 	want := s.blockLen(size, index)
 	if b, ok := s.mem.Get(key); ok && len(b) == want {
-		return b, fromMemory, nil
+		return b, 0, fromMemory, nil
 	}
 	if b, ok := s.cached(key, want); ok {
-		return b, fromDisk, nil // or memory, filled by a fetch just now
+		return b, 0, fromDisk, nil // or memory, filled by a fetch just now
 	}
 	// The fetch serves every reader that joins it, so it must not end
 	// with the context of the one that started it (an interrupted
@@ -356,11 +374,12 @@ func (s *Store) fetchBlock(ctx context.Context, id uint64, size uint32, index in
 	// reader waits for it only as long as its own context lasts.
 	type fetched struct {
 		b   []byte
+		gen uint64
 		src source
 	}
 	ch := s.fetches.DoChan(key, func() (any, error) {
 		if b, ok := s.cached(key, want); ok {
-			return fetched{b, fromDisk}, nil
+			return fetched{b, 0, fromDisk}, nil
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
 		defer cancel()
@@ -370,8 +389,9 @@ func (s *Store) fetchBlock(ctx context.Context, id uint64, size uint32, index in
 		}
 		defer r.Close()
 		var b []byte
+		var gen uint64
 		if s.fetched != nil {
-			b = s.fetched.get(want)
+			b, gen = s.fetched.get(want)
 		} else {
 			b = make([]byte, want)
 		}
@@ -386,17 +406,20 @@ func (s *Store) fetchBlock(ctx context.Context, id uint64, size uint32, index in
 		} else {
 			s.cache.Put(key, b)
 		}
-		return fetched{b, fromObjects}, nil
+		if testHookFetched != nil {
+			testHookFetched(s, key)
+		}
+		return fetched{b, gen, fromObjects}, nil
 	})
 	select {
 	case res := <-ch:
 		if res.Err != nil {
-			return nil, fromObjects, res.Err
+			return nil, 0, fromObjects, res.Err
 		}
 		f := res.Val.(fetched)
-		return f.b, f.src, nil
+		return f.b, f.gen, f.src, nil
 	case <-ctx.Done():
-		return nil, fromObjects, fmt.Errorf("read block %s: %w", key, ctx.Err())
+		return nil, 0, fromObjects, fmt.Errorf("read block %s: %w", key, ctx.Err())
 	}
 }
 

@@ -17,8 +17,9 @@ type fetchPool struct {
 	guard *readGuard
 
 	mu      sync.Mutex
-	out     map[*byte]struct{} // buffers handed out and not yet retired
-	retired []retiredBuf       // in the order of their marks
+	gen     uint64           // of the last buffer handed out
+	out     map[*byte]uint64 // buffers handed out and not yet retired, with their generation
+	retired []retiredBuf     // in the order of their marks
 	free    [][]byte
 }
 
@@ -37,13 +38,14 @@ const (
 )
 
 func newFetchPool(size int, guard *readGuard) *fetchPool {
-	return &fetchPool{size: size, guard: guard, out: map[*byte]struct{}{}}
+	return &fetchPool{size: size, guard: guard, out: map[*byte]uint64{}}
 }
 
-// get returns a buffer of n bytes, recycled when n is the block size.
-func (p *fetchPool) get(n int) []byte {
+// get returns a buffer of n bytes, recycled when n is the block size, and
+// the generation of this use of it (0 for a buffer outside the pool).
+func (p *fetchPool) get(n int) ([]byte, uint64) {
 	if n != p.size {
-		return make([]byte, n)
+		return make([]byte, n), 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -59,8 +61,24 @@ func (p *fetchPool) get(n int) []byte {
 	} else {
 		b = make([]byte, n)
 	}
-	p.out[&b[0]] = struct{}{}
-	return b
+	p.gen++
+	p.out[&b[0]] = p.gen
+	return b, p.gen
+}
+
+// live reports whether b is still the buffer of generation gen, handed out
+// by get and not let go of since. A read that was handed a fetched block
+// by a fetch it joined may have entered the read guard after the memory
+// cache let go of the block (and the buffer may be in use again): it must
+// check, and fetch again when the block is no longer live.
+func (p *fetchPool) live(b []byte, gen uint64) bool {
+	if gen == 0 {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g, ok := p.out[&b[:1][0]]
+	return ok && g == gen
 }
 
 // put takes back b, which the memory cache let go of, if the pool handed
