@@ -255,18 +255,26 @@ func (s *Store) Sync(ctx context.Context) error {
 // when that fails.
 func create(p string, open func(dir, base string) (*os.File, error)) (*os.File, error) {
 	dir, base := filepath.Split(p)
-	f, err := open(dir, base)
-	for range 3 {
-		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+	for attempt := 1; ; attempt++ {
+		f, err := open(dir, base)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt == createAttempts {
 			return f, err
 		}
-		if err = os.MkdirAll(dir, 0o755); err != nil {
+		// MkdirAll itself fails when a Delete removes a directory it
+		// made or found: with ENOENT making the next one, or EEXIST
+		// when the one it failed to make is gone by the time it looks.
+		// The next attempt makes them again.
+		if err := os.MkdirAll(dir, 0o755); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrExist) {
 			return nil, err
 		}
-		f, err = open(dir, base)
 	}
-	return f, err
 }
+
+// createAttempts bounds how often create makes the directories of a file
+// again. Each failure needs a Delete that empties a directory between two
+// of its steps, so a handful of attempts only run out under a storm of
+// deletes in one directory; a Put that fails then is retried above it.
+const createAttempts = 16
 
 // umaskKeeps644 reports whether the process's umask leaves a file created
 // with mode 0644 at 0644, so that it needs no chmod. It reads the umask

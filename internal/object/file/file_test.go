@@ -3,6 +3,7 @@ package file_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -231,3 +232,39 @@ func TestBlockMode(t *testing.T) {
 type wrapped struct{ object.Store }
 
 func (w wrapped) Unwrap() object.Store { return w.Store }
+
+// TestPutBesideDeletes puts and deletes keys of one deep directory from
+// several goroutines at once: a Delete that empties the directory removes
+// it and its parents while Puts make them again, and no Put may fail for
+// a directory removed under it.
+func TestPutBesideDeletes(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	const workers, rounds = 4, 300
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			for i := 0; i < rounds; i++ {
+				key := fmt.Sprintf("chunks/0/0/%d_%d", w, i)
+				ctx := ctx
+				if i%2 == 1 {
+					ctx = object.DeferSync(ctx)
+				}
+				if err := s.Put(ctx, key, strings.NewReader("x")); err != nil {
+					errs <- err
+					return
+				}
+				if err := s.Delete(ctx, key); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
