@@ -30,11 +30,12 @@ type retiredBuf struct {
 	after uint64
 }
 
-// Bounds on the buffers the pool keeps: a burst of evictions beyond them
-// goes to the collector.
+// Bounds on the buffers the pool keeps, beyond the memory cache: 160 MiB
+// of 4 MiB blocks at most, and that only while a read holds up their
+// reuse; a burst of evictions beyond them goes to the collector.
 const (
-	maxRetiredBufs = 64
-	maxFreeBufs    = 16
+	maxRetiredBufs = 32
+	maxFreeBufs    = 8
 )
 
 func newFetchPool(size int, guard *readGuard) *fetchPool {
