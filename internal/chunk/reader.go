@@ -92,8 +92,8 @@ func (v *iovec) add(b []byte) {
 }
 
 // Gather copies pieces, as ReadFileVec returns them, into p in order,
-// skipping those that are already in place, and returns the bytes
-// copied.
+// skipping those that are already in place, and returns their total
+// length.
 func Gather(p []byte, pieces [][]byte) int {
 	at := 0
 	for _, b := range pieces {
