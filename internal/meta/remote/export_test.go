@@ -73,3 +73,17 @@ func (c *Client) SetXattrAs(ctx context.Context, seq uint64, again bool, ino met
 		b.Uvarint(uint64(flags))
 	}, nil, nil)
 }
+
+// CopyFileRangeAs is CopyFileRange sent with call number seq, flagged as
+// sent again when again is set.
+func (c *Client) CopyFileRangeAs(ctx context.Context, seq uint64, again bool, src meta.Ino, srcOff uint64, dst meta.Ino, dstOff, length uint64) (uint64, error) {
+	var n uint64
+	err := c.callAs(ctx, seq, again, mCopyFileRange, func(b *wire.Buf) {
+		b.Uvarint(uint64(src))
+		b.Uvarint(srcOff)
+		b.Uvarint(uint64(dst))
+		b.Uvarint(dstOff)
+		b.Uvarint(length)
+	}, func(r *wire.Reader) { n = r.Uvarint(); getAttr(r) }, nil)
+	return n, err
+}

@@ -368,6 +368,84 @@ func TestWriteSentAgainAfterCompaction(t *testing.T) {
 	}
 }
 
+// TestCopySentAgainAfterRestart sends a copy_file_range again to a
+// server restarted after it applied the copy. Copies are not in the call
+// table: the server runs it again. The second run names the source's
+// slices in the destination once more; that must leave the same bytes and
+// the same reply, and reference counts that agree with the chunks, so
+// that neither file's deletion frees a slice the other still names.
+func TestCopySentAgainAfterRestart(t *testing.T) {
+	url, restart := restartableServer(t)
+	v := newVolume(t, url)
+	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	newFile := func(name string) meta.Ino {
+		t.Helper()
+		a, err := v.rc.Create(ctx, meta.RootIno, []byte(name), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Ino
+	}
+	src, dst := newFile("src"), newFile("dst")
+	id, err := v.rc.NewSliceID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := meta.Slice{Id: id, Size: 40, Len: 40}
+	seq := v.rc.Seq() + 1000
+	if err := v.rc.WriteSliceAs(ctx, seq, false, src, sl); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := v.rc.CopyFileRangeAs(ctx, seq+1, false, src, 0, dst, 0, 100); err != nil || n != 40 {
+		t.Fatalf("copy: %d, %v; want 40 bytes", n, err)
+	}
+	restart()
+	if n, err := v.rc.CopyFileRangeAs(ctx, seq+1, true, src, 0, dst, 0, 100); err != nil || n != 40 {
+		t.Fatalf("copy sent again after the restart: %d, %v; want 40 bytes", n, err)
+	}
+	chunk, err := v.rc.ReadChunk(ctx, dst, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if segs := meta.Visible(chunk, 0, 40); len(segs) != 1 || segs[0].Slice == nil || segs[0].Slice.Id != id || segs[0].SliceOff() != 0 {
+		t.Fatalf("destination's bytes after the copy sent again: %+v, want slice %d from its start", segs, id)
+	}
+	if a, err := v.rc.GetAttr(ctx, dst); err != nil || a.Length != 40 {
+		t.Fatalf("destination after the copy sent again: %+v, %v; want length 40", a, err)
+	}
+	checkClean := func(when string) {
+		t.Helper()
+		var damage []string
+		if _, err := meta.Check(ctx, kvstore.New(v.db), meta.CheckOptions{OnDamage: func(d meta.Damage) {
+			damage = append(damage, d.String())
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		if len(damage) > 0 {
+			t.Fatalf("check %s: %q", when, damage)
+		}
+	}
+	checkClean("after the copy sent again")
+	// Deleting the destination releases what its chunk names; the source
+	// still reads its slice, and the counts still agree.
+	if err := v.rc.Unlink(ctx, meta.RootIno, []byte("dst")); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.rc.Release(ctx, dst); err != nil {
+		t.Fatal(err)
+	}
+	checkClean("after the destination was deleted")
+	pending, err := meta.PendingSlices(ctx, kvstore.New(v.db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pending {
+		if p.Id == id {
+			t.Fatalf("slice %d is to be deleted while the source names it", id)
+		}
+	}
+}
+
 // TestCallAppliedBeforeRestartAnswered sends calls again to a server
 // restarted after it applied them, as a mount does when the server died
 // before the replies went out. Each must be answered as the first run
