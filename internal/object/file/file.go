@@ -12,7 +12,8 @@
 // sees either the old or the new object, never a partial one. List skips
 // temporary files left behind by a crash. Under object.DeferSync a Put
 // skips the sync and Sync makes such Puts durable together, with one
-// syncfs(2) of the directory's file system.
+// syncfs(2) of the directory's file system; a large object's Put starts
+// its write to the disk before it returns, without waiting for it.
 //
 // Errors follow the object package convention: a missing key yields an error
 // wrapping object.ErrNotFound.
@@ -44,6 +45,12 @@ type Store struct {
 	// deferred counts Puts that skipped their sync; synced is the count
 	// the last completed Sync covered.
 	deferred, synced atomic.Uint64
+	// dirs is held for reading while a Put makes the directories of its
+	// file and creates the file there, and for writing while a Delete
+	// removes the directories it left empty: so within one process a Put
+	// never loses its directories between making them and using them.
+	// (Another process's deletes are met by create's retries.)
+	dirs sync.RWMutex
 }
 
 var (
@@ -164,6 +171,11 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	return nil
 }
 
+// writeBackAt is the size from which a Put whose sync is deferred starts
+// writing the object to the disk before it returns (a large file's block;
+// a small file's waits for the next Sync, which writes many at once).
+const writeBackAt = 1 << 20
+
 // put writes r to a temporary file next to p and renames it over p. On any
 // failure it removes the file it wrote.
 //
@@ -176,11 +188,11 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 	deferred := object.SyncDeferred(ctx)
 	var f *os.File
 	if deferred {
-		f, err = create(p, func(string, string) (*os.File, error) {
+		f, err = s.create(p, func(string, string) (*os.File, error) {
 			return os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		})
 	} else {
-		f, err = create(p, func(dir, base string) (*os.File, error) {
+		f, err = s.create(p, func(dir, base string) (*os.File, error) {
 			return os.CreateTemp(dir, "."+base+".*.tmp")
 		})
 	}
@@ -198,8 +210,16 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 			return err
 		}
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	n, err := io.Copy(f, r)
+	if err != nil {
 		return err
+	}
+	if deferred && n >= writeBackAt {
+		// Start the disk on it now: the next Sync then waits for little,
+		// and the disk works beside the writer, as with an fsync per
+		// object, without a journal commit each. Only a hint: a file
+		// system that cannot leaves it to the Sync.
+		_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
 	}
 	if !deferred {
 		if err := f.Sync(); err != nil {
@@ -247,19 +267,21 @@ func (s *Store) Sync(ctx context.Context) error {
 }
 
 // create opens, with open, the file that a Put of target p writes (p
-// itself, or a temporary file next to it), making parent directories. It
-// retries because a concurrent Delete may remove a parent directory that
-// has just become empty.
-//
-// The directories usually exist, so it opens first and makes them only
-// when that fails.
-func create(p string, open func(dir, base string) (*os.File, error)) (*os.File, error) {
+// itself, or a temporary file next to it), making parent directories. The
+// directories usually exist, so it opens first and makes them only when
+// that fails, then holding s.dirs for reading so that no Delete of this
+// store removes them before the file is in them. It retries because
+// another process's Delete may still remove a parent directory that has
+// just become empty.
+func (s *Store) create(p string, open func(dir, base string) (*os.File, error)) (*os.File, error) {
 	dir, base := filepath.Split(p)
+	f, err := open(dir, base)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return f, err
+	}
+	s.dirs.RLock()
+	defer s.dirs.RUnlock()
 	for attempt := 1; ; attempt++ {
-		f, err := open(dir, base)
-		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt == createAttempts {
-			return f, err
-		}
 		// MkdirAll itself fails when a Delete removes a directory it
 		// made or found: with ENOENT making the next one, or EEXIST
 		// when the one it failed to make is gone by the time it looks.
@@ -267,13 +289,18 @@ func create(p string, open func(dir, base string) (*os.File, error)) (*os.File, 
 		if err := os.MkdirAll(dir, 0o755); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrExist) {
 			return nil, err
 		}
+		f, err := open(dir, base)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt == createAttempts {
+			return f, err
+		}
 	}
 }
 
 // createAttempts bounds how often create makes the directories of a file
-// again. Each failure needs a Delete that empties a directory between two
-// of its steps, so a handful of attempts only run out under a storm of
-// deletes in one directory; a Put that fails then is retried above it.
+// again. Each failure needs another process's Delete that empties a
+// directory between two of its steps, so a handful of attempts only run
+// out under a storm of such deletes in one directory; a Put that fails
+// then is retried above it.
 const createAttempts = 16
 
 // umaskKeeps644 reports whether the process's umask leaves a file created
@@ -311,6 +338,8 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := os.Remove(p); err != nil && !isNotFound(err) {
 		return fmt.Errorf("%s: delete: %w", s, err)
 	}
+	s.dirs.Lock()
+	defer s.dirs.Unlock()
 	for d := filepath.Dir(p); len(d) > len(s.dir) && strings.HasPrefix(d, s.dir); d = filepath.Dir(d) {
 		if os.Remove(d) != nil {
 			break // not empty, or gone already: either way we are done
