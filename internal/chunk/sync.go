@@ -15,16 +15,19 @@ import (
 
 // Deferred syncs. A local-directory bucket makes each block durable with
 // an fsync of its own, which costs a small file as much as the rest of
-// its close. When the bucket can defer that (object.Syncer) and blocks are
-// not staged (writeback stages them durably anyway), a FileWriter stores
-// short blocks (defersSync) under object.DeferSync and commits their
-// slices as unsynced: the
-// commit records the slice for this session (meta.Client.WriteSliceAttr).
-// A background round syncs the bucket once for every slice committed
-// since the last round, then forgets their records. If the host crashes
-// before, whoever cleans up after the dead session restores the blocks
-// the crash lost (RestoreSlice), so no file names a block that is not
-// stored. fsync(2) of a file syncs the bucket before it returns (Sync).
+// its close, and a large file a journal commit per block. When the bucket
+// can defer that (object.Syncer) and blocks are not staged (writeback
+// stages them durably anyway), a FileWriter stores every block under
+// object.DeferSync and commits its slices as unsynced: the commit records
+// the slice for this session (meta.Client.WriteSliceAttr). The bucket
+// starts writing a large block to its disk at once (see the file
+// bucket's Put), so the disk works beside the writer as it did when each
+// block was fsync'd. A background round syncs the bucket once for every
+// slice committed since the last round, then forgets their records. If
+// the host crashes before, whoever cleans up after the dead session
+// restores the blocks the crash lost (RestoreSlice), so no file names a
+// block that is not stored. fsync(2) of a file syncs the bucket before it
+// returns (Sync).
 
 const (
 	// syncInterval is how often a round runs while slices wait: how much
@@ -66,13 +69,10 @@ func (s *Store) TrackSyncs(synced func(ctx context.Context, ss []meta.UnsyncedSl
 	return true
 }
 
-// defersSync reports whether a writer stores a block of n bytes, or
-// commits a slice of n bytes, without a sync of its own: only a short
-// block (a slice's last; a small file's only one). Full blocks of a large
-// file sync as they upload, beside the writes, rather than all at its
-// fsync.
-func (s *Store) defersSync(n int) bool {
-	return s.syncs != nil && n%s.conf.BlockSize != 0
+// defersSync reports whether writers store blocks, and commit slices,
+// without a sync of their own.
+func (s *Store) defersSync() bool {
+	return s.syncs != nil
 }
 
 // add queues a slice just committed unsynced.

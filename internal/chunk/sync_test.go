@@ -96,14 +96,18 @@ func TestDeferredSyncs(t *testing.T) {
 	if got := unsynced(t, v.st); len(got) != 0 {
 		t.Fatalf("unsynced records after a round = %+v; want none", got)
 	}
-	if err := w.Write(ctx, data[:testBlockSize], 0); err != nil { // full blocks alone sync as they upload
+	// A slice of full blocks alone defers its syncs too.
+	if err := w.Write(ctx, data[:testBlockSize], 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := unsynced(t, v.st); len(got) != 0 {
-		t.Fatalf("unsynced records after a slice of full blocks = %+v; want none", got)
+	if got := unsynced(t, v.st); len(got) != 1 || got[0].Size != testBlockSize {
+		t.Fatalf("unsynced records after a slice of one full block = %+v; want that slice", got)
+	}
+	if err := s.syncRound(ctx); err != nil {
+		t.Fatalf("sync round: %v", err)
 	}
 	if err := w.Write(ctx, data[:100], 0); err != nil {
 		t.Fatal(err)
@@ -161,9 +165,10 @@ func TestRestoreAfterCrash(t *testing.T) {
 	missing := write("missing", []byte("small file"))
 	intact := write("intact", []byte("kept"))
 	over := write("over", []byte("first version"))
+	full := write("full", bytes.Repeat([]byte("c"), testBlockSize)) // full blocks defer their syncs too
 	recs := unsynced(t, v.st)
-	if len(recs) != 4 {
-		t.Fatalf("unsynced records = %+v; want 4", recs)
+	if len(recs) != 5 {
+		t.Fatalf("unsynced records = %+v; want 5", recs)
 	}
 	blockFile := func(ino meta.Ino, index int) string {
 		t.Helper()
@@ -181,6 +186,9 @@ func TestRestoreAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Remove(blockFile(missing, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(blockFile(full, 0), testBlockSize/2); err != nil {
 		t.Fatal(err)
 	}
 	overBlock := blockFile(over, 0)
@@ -217,6 +225,9 @@ func TestRestoreAfterCrash(t *testing.T) {
 	}
 	if got := read(missing, 10); !bytes.Equal(got, make([]byte, 10)) {
 		t.Errorf("a file whose block was lost reads %q; want zeros", got)
+	}
+	if got := read(full, testBlockSize); !bytes.Equal(got, make([]byte, testBlockSize)) {
+		t.Error("a file of one full block cut short does not read as zeros")
 	}
 	if got := read(intact, 4); string(got) != "kept" {
 		t.Errorf("an intact file reads %q after the clean-up", got)

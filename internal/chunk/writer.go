@@ -307,7 +307,7 @@ func (w *FileWriter) startUploads(ctx context.Context, sl *wslice, upto int) err
 // upload stores block i of sl, recording a failure in sl.err.
 func (w *FileWriter) upload(sl *wslice, i int, data []byte) {
 	ctx := w.bg
-	if w.s.defersSync(len(data)) {
+	if w.s.defersSync() {
 		ctx = object.DeferSync(ctx)
 	}
 	if err := w.s.putBlock(ctx, sl.id, i, data); err != nil {
@@ -363,7 +363,7 @@ func (w *FileWriter) finish(sl *wslice, err error) {
 		sl.errMu.Unlock()
 	}
 	if err == nil {
-		unsynced := w.s.defersSync(int(sl.length)) // its short last block did
+		unsynced := w.s.defersSync()
 		_, err = w.c.Commit(w.bg, w.ino, sl.idx, meta.Slice{Pos: sl.pos, Id: sl.id, Size: sl.length, Len: sl.length}, unsynced)
 		if err != nil {
 			err = fmt.Errorf("commit slice %d of inode %d: %w", sl.id, w.ino, err)
