@@ -15,7 +15,10 @@
 # Each round, per system and job count: fio writes JOBS files of SIZE
 # (psync, --end_fsync=1), the page cache is dropped, fio reads them back.
 # Prints RESULT lines per round and system, then the medians:
-#   RESULT <sluice|juicefs> <write|read> jobs=N mibps=X cpu_s_per_gib=Y
+#   RESULT <sluice|juicefs> <write|read> jobs=N mibps=X cpu_s_per_gib=Y machine_s_per_gib=Z
+# (Y: the mount's processes; Z: all CPUs, fio and the kernel's writeback
+# included, with a sync after each write so that writeback left behind
+# counts too)
 # Run as root from the repository's root; the machine is noisy, so compare
 # the two systems within one run.
 set -euo pipefail
@@ -86,6 +89,10 @@ cpu() { # cpu PID...: their user + system seconds
   for p in "$@"; do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
   python3 -c "print('%.3f' % ($sum / $ticks))"
 }
+# machine: busy seconds of all CPUs (user, nice, system, irq, softirq,
+# steal), which also counts the kernel's writeback threads: a file system
+# that leaves its writes to them shows less CPU of its own.
+machine() { awk -v t="$ticks" '/^cpu /{printf "%.3f", ($2 + $3 + $4 + $7 + $8 + $9) / t}' /proc/stat; }
 bytes() { numfmt --from=iec "${1^^}"; }
 
 fio_bw() { # fio_bw MOUNT JOBS write|read: aggregate MiB/s
@@ -97,7 +104,7 @@ fio_bw() { # fio_bw MOUNT JOBS write|read: aggregate MiB/s
 }
 
 one() { # one NAME MOUNT "PID..." JOBS: a write and a read round, RESULT lines
-  local name=$1 mnt=$2 pids=$3 jobs=$4 gib c0 bw
+  local name=$1 mnt=$2 pids=$3 jobs=$4 gib c0 m0 bw
   gib=$(python3 -c "print($(bytes "${SIZE:-1g}") * $jobs / 2**30)")
   rm -rf "$mnt/seqcpu"
   mkdir -p "$mnt/seqcpu"
@@ -105,9 +112,11 @@ one() { # one NAME MOUNT "PID..." JOBS: a write and a read round, RESULT lines
   echo 3 >/proc/sys/vm/drop_caches
   for rw in write read; do
     # shellcheck disable=SC2086
-    c0=$(cpu $pids)
+    c0=$(cpu $pids) m0=$(machine)
     bw=$(fio_bw "$mnt" "$jobs" $rw)
-    echo "RESULT $name $rw jobs=$jobs mibps=$bw cpu_s_per_gib=$(python3 -c "print('%.3f' % (($(cpu $pids) - $c0) / $gib))")"
+    if [[ $rw == write ]]; then sync; fi # the writeback a sync-less client leaves behind, counted too
+    # shellcheck disable=SC2086
+    echo "RESULT $name $rw jobs=$jobs mibps=$bw cpu_s_per_gib=$(python3 -c "print('%.3f' % (($(cpu $pids) - $c0) / $gib))") machine_s_per_gib=$(python3 -c "print('%.3f' % (($(machine) - $m0) / $gib))")"
     sync
     echo 3 >/proc/sys/vm/drop_caches
   done
@@ -124,10 +133,11 @@ python3 - "$D/res" <<'PY'
 import re, statistics as st, sys
 rows = {}
 for line in open(sys.argv[1]):
-    m = re.match(r"RESULT (\w+) (\w+) jobs=(\d+) mibps=([\d.]+) cpu_s_per_gib=([\d.-]+)", line)
+    m = re.match(r"RESULT (\w+) (\w+) jobs=(\d+) mibps=([\d.]+) cpu_s_per_gib=([\d.-]+) machine_s_per_gib=([\d.-]+)", line)
     if m:
-        rows.setdefault((m[2], int(m[3]), m[1]), []).append((float(m[4]), float(m[5])))
-print("%-12s %12s %12s %7s %14s %14s" % ("median", "sluice MiB/s", "juicefs", "ratio", "sluice CPU/GiB", "juicefs"))
+        rows.setdefault((m[2], int(m[3]), m[1]), []).append((float(m[4]), float(m[5]), float(m[6])))
+print("%-10s %12s %9s %7s %14s %8s %16s %8s" % ("median", "sluice MiB/s", "juicefs", "ratio",
+      "sluice CPU/GiB", "juicefs", "machine CPU/GiB", "juicefs"))
 for rw in ("write", "read"):
     for jobs in sorted({k[1] for k in rows}):
         s, j = rows.get((rw, jobs, "sluice")), rows.get((rw, jobs, "juicefs"))
@@ -135,5 +145,6 @@ for rw in ("write", "read"):
             continue
         sb, jb = st.median(x[0] for x in s), st.median(x[0] for x in j)
         sc, jc = st.median(x[1] for x in s), st.median(x[1] for x in j)
-        print("%-12s %12.1f %12.1f %6.2fx %13.3fs %13.3fs" % ("%s %d" % (rw, jobs), sb, jb, sb / jb, sc, jc))
+        sm, jm = st.median(x[2] for x in s), st.median(x[2] for x in j)
+        print("%-10s %12.1f %9.1f %6.2fx %13.2fs %7.2fs %15.2fs %7.2fs" % ("%s %d" % (rw, jobs), sb, jb, sb / jb, sc, jc, sm, jm))
 PY
