@@ -108,7 +108,10 @@ func newMount() *cobra.Command {
 empty directory. In the foreground the command serves until the volume is
 unmounted or it receives SIGINT or SIGTERM, which unmount cleanly. With -d it
 returns once the mount is ready and serves in the background, logging to
---log. As root the mount needs no fusermount helper.
+--log. As root the mount needs no fusermount helper. Once unmounted, the
+process ends its session in the metadata engine; when the engine does not
+answer, that waits up to --meta-timeout, and a SIGINT or SIGTERM then gives
+it up (the next mount cleans up the session after its timeout).
 
 Metadata backups (--backup-meta, default 1h; 0 disables): once per
 interval, one mount of the volume (whichever takes the lease kept in the
@@ -321,7 +324,30 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		}
 	}
 	stopBackups()
-	err = vol.Close(ctx)
+	// The kernel has let go of the mount; closing the volume still talks
+	// to the engine (buffered commits, the last syncs, the session's
+	// record), for up to --meta-timeout when it does not answer. SIGINT
+	// or SIGTERM now gives that up, as an operator who will not wait for
+	// a dead engine means: the session is then cleaned up after its
+	// timeout by the next mount, as after a crash.
+	closeCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				if sig == syscall.SIGHUP {
+					continue
+				}
+				log.Warn("giving up closing the volume; the next mount cleans up its session", "signal", sig.String())
+				cancel()
+				return
+			case <-closeCtx.Done():
+				return
+			}
+		}
+	}()
+	err = vol.Close(closeCtx)
 	log.Info("volume unmounted", "mountpoint", mp)
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -128,4 +129,33 @@ func proxiedVolume(t *testing.T, engine string) (*volume, *testserver.StallProxy
 	os.Mkdir(v.mnt, 0o755)
 	mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
 	return v, proxy
+}
+
+// TestSignalEndsCloseOnStalledEngine unmounts a mount whose engine has
+// stopped answering: the process then waits to end its session, up to
+// --meta-timeout (an hour here), and a SIGTERM must end that wait and the
+// process, rather than leave it behind for the hour.
+func TestSignalEndsCloseOnStalledEngine(t *testing.T) {
+	v, proxy := proxiedVolume(t, "redis")
+	cmd, out, done := v.mountForeground(t, "--meta-timeout", "3600")
+	write(t, v.path("f"), []byte("kept"))
+	proxy.Stall(true)
+	defer proxy.Stall(false)
+	sluice(t, "umount", "--force", v.mnt)
+	select {
+	case err := <-done:
+		t.Fatalf("the mount ended before the signal, with the engine stalled: %v; output:\n%s", err, out.String())
+	case <-time.After(time.Second):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the mount still runs 30 s after SIGTERM; output:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "giving up closing the volume") {
+		t.Errorf("the mount does not say it gave up closing the volume; output:\n%s", out.String())
+	}
 }
