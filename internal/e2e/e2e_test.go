@@ -260,14 +260,65 @@ func (v *volume) mountAt(t *testing.T, mnt string, args ...string) {
 		// Each mount gets its own cache, kept with the test's files.
 		args = append(args, "--cache-dir", filepath.Join(v.dir, "cache-"+filepath.Base(mnt)))
 	}
-	mustSluice(t, append([]string{"mount", "-d", v.metaURL, mnt, "--log", v.log}, args...)...)
+	out := mustSluice(t, append([]string{"mount", "-d", v.metaURL, mnt, "--log", v.log}, args...)...)
+	pid := printedPID(out)
 	t.Cleanup(func() {
 		if mounted(mnt) {
 			if r := sluice(t, "umount", mnt); r.code != 0 {
 				sluice(t, "umount", "--force", mnt)
 			}
 		}
+		endMountProcess(t, pid)
 	})
+}
+
+// printedPID reads the process id that `sluice mount -d` printed, or 0.
+func printedPID(out string) int {
+	_, rest, ok := strings.Cut(out, "(pid ")
+	if !ok {
+		return 0
+	}
+	pid := 0
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			break
+		}
+		pid = pid*10 + int(c-'0')
+	}
+	return pid
+}
+
+// endMountProcess waits for the background mount process pid to end
+// after its unmount. One that still runs after 10 s (ending its session
+// with an engine that no longer answers, as a test that stopped it
+// leaves it, for up to --meta-timeout) is sent SIGTERM, which gives the
+// session up, then killed: so no test leaves a mount process behind.
+func endMountProcess(t *testing.T, pid int) {
+	t.Helper()
+	if pid <= 0 {
+		return
+	}
+	alive := func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return err == nil && strings.Contains(string(b), "sluice")
+	}
+	waitGone := func(d time.Duration) bool {
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if !alive() {
+				return true
+			}
+		}
+		return !alive()
+	}
+	if waitGone(10 * time.Second) {
+		return
+	}
+	t.Logf("mount process %d still runs 10 s after its unmount: sending SIGTERM", pid)
+	syscall.Kill(pid, syscall.SIGTERM)
+	if !waitGone(20 * time.Second) {
+		t.Logf("mount process %d still runs 20 s after SIGTERM: killing it", pid)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 }
 
 // umount unmounts and waits until the mount process has finished its
