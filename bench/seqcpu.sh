@@ -53,7 +53,7 @@ case $ST in
     tag=$(date +%s)-$$
     SB=${S3_ENDPOINT:?set S3_ENDPOINT}/seqcpu-s-$tag JB=$S3_ENDPOINT/seqcpu-j-$tag
     # JuiceFS does not create buckets on every S3 server: a throwaway Sluice format makes it.
-    "$SLUICE" format "sqlite3://$D/mk.db" mk --storage s3 --bucket "$JB" >/dev/null 2>&1 || true ;;
+    "$SLUICE" format "sqlite3://$D/mk.db" mkvol --storage s3 --bucket "$JB" >/dev/null 2>&1 || true ;;
   *) echo "seqcpu: STORAGE must be file, mem or s3" >&2; exit 2 ;;
 esac
 "$SLUICE" format "$US" svol --storage "$ST" --bucket "$SB" --trash-days 0 >"$D/sf.log" 2>&1 || { cat "$D/sf.log" >&2; exit 1; }
