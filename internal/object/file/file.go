@@ -12,8 +12,9 @@
 // sees either the old or the new object, never a partial one. List skips
 // temporary files left behind by a crash. Under object.DeferSync a Put
 // skips the sync and Sync makes such Puts durable together, with one
-// syncfs(2) of the directory's file system; a large object's Put starts
-// its write to the disk before it returns, without waiting for it.
+// syncfs(2) of the directory's file system; a large object's Put writes
+// it with direct I/O, from the caller's memory to the disk, where the file
+// system allows (see direct.go).
 //
 // Errors follow the object package convention: a missing key yields an error
 // wrapping object.ErrNotFound.
@@ -51,6 +52,9 @@ type Store struct {
 	// never loses its directories between making them and using them.
 	// (Another process's deletes are met by create's retries.)
 	dirs sync.RWMutex
+	// noDirect is set once the file system refused direct I/O (see
+	// direct.go).
+	noDirect atomic.Bool
 }
 
 var (
@@ -186,10 +190,11 @@ const writeBackAt = 1 << 20
 // small file's block a rename and a temporary name.
 func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 	deferred := object.SyncDeferred(ctx)
+	direct := deferred && s.wantsDirect(r)
 	var f *os.File
 	if deferred {
 		f, err = s.create(p, func(string, string) (*os.File, error) {
-			return os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			return s.openInPlace(p, direct)
 		})
 	} else {
 		f, err = s.create(p, func(dir, base string) (*os.File, error) {
@@ -210,16 +215,27 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 			return err
 		}
 	}
-	n, err := io.Copy(f, r)
-	if err != nil {
-		return err
-	}
-	if deferred && n >= writeBackAt {
-		// Start the disk on it now: the next Sync then waits for little,
-		// and the disk works beside the writer, as with an fsync per
-		// object, without a journal commit each. Only a hint: a file
-		// system that cannot leaves it to the Sync.
-		_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	if direct && !s.noDirect.Load() {
+		w := &directWriter{f: f, store: s}
+		_, err = io.Copy(w, r)
+		if ferr := w.Finish(); err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		n, err := io.Copy(f, r)
+		if err != nil {
+			return err
+		}
+		if deferred && n >= writeBackAt {
+			// Start the disk on it now: the next Sync then waits for
+			// little, and the disk works beside the writer, as with an
+			// fsync per object, without a journal commit each. Only a
+			// hint: a file system that cannot leaves it to the Sync.
+			_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+		}
 	}
 	if !deferred {
 		if err := f.Sync(); err != nil {
@@ -237,6 +253,27 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 		return nil
 	}
 	return os.Rename(f.Name(), p)
+}
+
+// wantsDirect reports whether a deferred Put of r writes with direct I/O:
+// when r tells its length, and that is writeBackAt or more.
+func (s *Store) wantsDirect(r io.Reader) bool {
+	l, ok := r.(interface{ Len() int })
+	return ok && l.Len() >= writeBackAt && !s.noDirect.Load()
+}
+
+// openInPlace opens p for a deferred Put, with direct I/O when direct is
+// set and the file system takes it.
+func (s *Store) openInPlace(p string, direct bool) (*os.File, error) {
+	const flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if direct {
+		f, err := os.OpenFile(p, flags|unix.O_DIRECT, 0o644)
+		if !errors.Is(err, unix.EINVAL) {
+			return f, err
+		}
+		s.noDirect.Store(true)
+	}
+	return os.OpenFile(p, flags, 0o644)
 }
 
 // Sync makes every Put that returned before it durable, data and names,

@@ -1,0 +1,165 @@
+package file
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A large block whose sync is deferred is written with direct I/O
+// (O_DIRECT): from the writer's buffer to the disk, with no copy into the
+// page cache. The copy costs more CPU than anything else in storing a
+// block (on a virtual machine whose free memory goes back to the host,
+// each fresh page-cache page is also a fault in the host), and the page
+// cache of the block files held every byte a second time beside the
+// mount's own file pages. The data still waits in the disk's own cache
+// and the file's extents in the journal until the next Sync, as for a
+// buffered Put.
+//
+// Direct I/O needs the memory, the file offset and the length aligned to
+// the file system's logical block size: directAlign covers every Linux
+// file system. Content that does not arrive aligned goes through an
+// aligned staging buffer; the last piece of an object whose length is
+// not a multiple of directAlign is written through the page cache. A
+// file system without direct I/O (tmpfs, some network file systems)
+// refuses it with EINVAL, at the open or at the first write: the Store
+// then writes through the page cache from there on.
+
+// directAlign is the alignment direct I/O needs of memory, offset and
+// length on every Linux file system (logical blocks are 512 or 4096
+// bytes).
+const directAlign = 4096
+
+// directStaging is the size of the aligned buffer that collects content
+// arriving in unaligned pieces.
+const directStaging = 1 << 20
+
+// staging holds aligned buffers of directStaging bytes.
+var staging = sync.Pool{New: func() any { b := alignedBuffer(directStaging); return &b }}
+
+// alignedBuffer returns n bytes whose first is aligned to directAlign.
+func alignedBuffer(n int) []byte {
+	b := make([]byte, n+directAlign)
+	skip := 0
+	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) % directAlign); r != 0 {
+		skip = directAlign - r
+	}
+	return b[skip : skip+n : skip+n]
+}
+
+// isAligned reports whether p starts on a directAlign boundary.
+func isAligned(p []byte) bool {
+	return len(p) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))%directAlign == 0
+}
+
+// directWriter writes, from offset 0, a file opened with O_DIRECT. An
+// aligned piece goes to the disk as it is; any other is staged. Finish
+// writes what is left and must be called after the last Write.
+type directWriter struct {
+	f     *os.File
+	off   int64
+	buf   *[]byte // staging buffer, taken on first need
+	n     int     // bytes staged in *buf
+	store *Store  // told when the file system refuses direct I/O
+}
+
+func (w *directWriter) Write(p []byte) (int, error) {
+	total := len(p)
+	for len(p) > 0 {
+		if w.n == 0 && len(p) >= directAlign && isAligned(p) {
+			m := len(p) &^ (directAlign - 1)
+			if err := w.pwrite(p[:m]); err != nil {
+				return total - len(p), err
+			}
+			p = p[m:]
+			continue
+		}
+		if w.buf == nil {
+			w.buf = staging.Get().(*[]byte)
+		}
+		c := copy((*w.buf)[w.n:], p)
+		w.n += c
+		p = p[c:]
+		if w.n == len(*w.buf) {
+			if err := w.pwrite(*w.buf); err != nil {
+				return total - len(p), err
+			}
+			w.n = 0
+		}
+	}
+	return total, nil
+}
+
+// Finish writes the staged content: its aligned part directly, the rest
+// through the page cache, and gives the staging buffer back.
+func (w *directWriter) Finish() error {
+	if w.buf == nil {
+		return nil
+	}
+	defer func() { staging.Put(w.buf); w.buf = nil }()
+	b := (*w.buf)[:w.n]
+	if m := len(b) &^ (directAlign - 1); m > 0 {
+		if err := w.pwrite(b[:m]); err != nil {
+			return err
+		}
+		b = b[m:]
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	if err := w.buffered(); err != nil {
+		return err
+	}
+	return w.pwrite(b)
+}
+
+// pwrite writes all of p at w.off. A direct write the file system
+// refuses is written through the page cache instead, and the Store
+// stops asking for direct I/O.
+func (w *directWriter) pwrite(p []byte) error {
+	for len(p) > 0 {
+		n, err := unix.Pwrite(int(w.f.Fd()), p, w.off)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EINVAL) && w.isDirect() {
+			w.store.noDirect.Store(true)
+			if err := w.buffered(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "write", Path: w.f.Name(), Err: err}
+		}
+		if n == 0 {
+			return &os.PathError{Op: "write", Path: w.f.Name(), Err: unix.EIO}
+		}
+		w.off += int64(n)
+		p = p[n:]
+	}
+	return nil
+}
+
+// isDirect reports whether the file is still open for direct I/O.
+func (w *directWriter) isDirect() bool {
+	fl, err := unix.FcntlInt(w.f.Fd(), unix.F_GETFL, 0)
+	return err == nil && fl&unix.O_DIRECT != 0
+}
+
+// buffered turns direct I/O off for the rest of the file.
+func (w *directWriter) buffered() error {
+	fd := w.f.Fd()
+	fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+	if err == nil && fl&unix.O_DIRECT != 0 {
+		_, err = unix.FcntlInt(fd, unix.F_SETFL, fl&^unix.O_DIRECT)
+	}
+	if err != nil {
+		return fmt.Errorf("turn off direct I/O on %s: %w", w.f.Name(), err)
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package file
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/iotest"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicefs/sluice/internal/object"
+)
+
+// pieces is a reader that tells its length, as a block's bytes.Reader
+// does, but hands its content out in small pieces of any alignment.
+type pieces struct {
+	io.Reader
+	n int
+}
+
+func (p pieces) Len() int { return p.n }
+
+// TestDirectPut stores large deferred objects of lengths that are and are
+// not multiples of the direct I/O alignment, from aligned and unaligned
+// memory and in pieces, and reads each back.
+func TestDirectPut(t *testing.T) {
+	ctx := object.DeferSync(context.Background())
+	src := alignedBuffer(5<<20 + directAlign)
+	for i := range src {
+		src[i] = byte(rand.Uint32())
+	}
+	tests := []struct {
+		name     string
+		off, n   int
+		inPieces bool
+	}{
+		{"full block", 0, 4 << 20, false},
+		{"1 MiB", 0, 1 << 20, false},
+		{"odd tail", 0, 4<<20 + 100, false},
+		{"one short of a page", 0, 3<<20 + directAlign - 1, false},
+		{"unaligned memory", 1, 4 << 20, false},
+		{"unaligned memory and tail", 7, 2<<20 + 5, false},
+		{"in pieces", 0, 4 << 20, true},
+		{"in pieces with a tail", 3, 1<<20 + 1234, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := src[tt.off : tt.off+tt.n]
+			var r io.Reader = bytes.NewReader(want)
+			if tt.inPieces {
+				r = pieces{iotest.HalfReader(bytes.NewReader(want)), len(want)}
+			}
+			if !s.wantsDirect(r) {
+				t.Fatalf("a deferred Put of %d bytes does not ask for direct I/O", tt.n)
+			}
+			if err := s.Put(ctx, "chunks/0/0/1_0_x", r); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(s.dir, "chunks/0/0/1_0_x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("read back %d bytes that differ from the %d put", len(got), len(want))
+			}
+			if err := s.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestDirectPutSkipsPageCache checks that a full block's Put went to the
+// disk directly: none of its pages are in the page cache afterwards, as
+// they all would be after a buffered write.
+func TestDirectPutSkipsPageCache(t *testing.T) {
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := alignedBuffer(4 << 20)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	if err := s.Put(object.DeferSync(context.Background()), "blk", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if s.noDirect.Load() {
+		t.Skipf("the file system of %s does not take direct I/O; Puts there go through the page cache", s.dir)
+	}
+	if n := residentPages(t, filepath.Join(s.dir, "blk")); n != 0 {
+		t.Fatalf("%d pages of a block written with direct I/O are in the page cache, want 0", n)
+	}
+	// The same Put without a deferred sync goes through the page cache,
+	// which is what the check above would see had direct I/O not been
+	// used.
+	if err := s.Put(context.Background(), "buffered", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if n := residentPages(t, filepath.Join(s.dir, "buffered")); n == 0 {
+		t.Fatal("no page of a buffered Put is in the page cache: the check cannot tell direct I/O from buffered")
+	}
+}
+
+// residentPages counts the pages of the file at p in the page cache.
+func residentPages(t *testing.T, p string) int {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (len(m)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatalf("mincore: %v", e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// TestDirectWriteRefused checks the fallback when the file system refuses
+// a direct write: the content is written through the page cache, whole,
+// and the store stops asking for direct I/O.
+func TestDirectWriteRefused(t *testing.T) {
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.openInPlace(filepath.Join(s.dir, "blk"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := &directWriter{f: f, store: s}
+	if !w.isDirect() {
+		t.Skipf("the file system of %s does not take direct I/O", s.dir)
+	}
+	buf := alignedBuffer(2 * directAlign)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	// Memory off the alignment makes every file system refuse the write
+	// with EINVAL, as one without direct I/O refuses any.
+	want := buf[1 : 1+directAlign]
+	if err := w.pwrite(want); err != nil {
+		t.Fatalf("write refused for direct I/O: %v, want it written through the page cache", err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if w.isDirect() || !s.noDirect.Load() {
+		t.Fatal("after a refused direct write the file is still direct, or the store still asks for it")
+	}
+	if s.wantsDirect(bytes.NewReader(make([]byte, 4<<20))) {
+		t.Fatal("the store asks for direct I/O after the file system refused it")
+	}
+	got, err := os.ReadFile(f.Name())
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read back %d bytes (%v) that differ from the %d written", len(got), err, len(want))
+	}
+}
