@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/chunk/readahead"
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/object"
 )
 
 // readaheadConcurrency bounds the background block fetches of a mount's
@@ -89,7 +90,7 @@ func (p *prefetcher) fetch(id uint64, size uint32, index int) bool {
 		defer p.release(key)
 		p.slots <- struct{}{}
 		defer func() { <-p.slots }()
-		p.load(id, size, index)
+		p.load(id, size, index, true)
 	}()
 	return true
 }
@@ -110,15 +111,21 @@ func (p *prefetcher) whole(id uint64, size uint32, index int) {
 	go func() {
 		defer func() { <-p.wholes }()
 		defer p.release(key)
-		p.load(id, size, index)
+		p.load(id, size, index, false)
 	}()
 }
 
 // load fetches a block into the caches. A failure is not an error: the
-// reader fetches the block itself and reports what goes wrong then.
-func (p *prefetcher) load(id uint64, size uint32, index int) {
+// reader fetches the block itself and reports what goes wrong then. A
+// block fetched ahead of a sequential reader is fetched under
+// object.ReadAhead: it is read once and the caches hold it, so the
+// bucket need not cache it too.
+func (p *prefetcher) load(id uint64, size uint32, index int, ahead bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
 	defer cancel()
+	if ahead {
+		ctx = object.ReadAhead(ctx)
+	}
 	_, _ = p.s.block(ctx, id, size, index)
 }
 

@@ -3,6 +3,7 @@ package file
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"unsafe"
@@ -10,7 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A large block whose sync is deferred is written with direct I/O
+// A large block whose sync is deferred is written with direct I/O, and a
+// large object read whole ahead of a sequential reader (object.ReadAhead)
+// into aligned memory is read with it
 // (O_DIRECT): from the writer's buffer to the disk, with no copy into the
 // page cache. The copy costs more CPU than anything else in storing a
 // block (on a virtual machine whose free memory goes back to the host,
@@ -162,4 +165,102 @@ func (w *directWriter) buffered() error {
 		return fmt.Errorf("turn off direct I/O on %s: %w", w.f.Name(), err)
 	}
 	return nil
+}
+
+// wholeFile is a large object opened for a read ahead (object.ReadAhead).
+// A Read that asks for all of it into aligned memory (a block fetched
+// into the chunk store's buffers) reads it with direct I/O, from the disk
+// into that memory: no copy out of the page cache, and no second cached
+// copy of bytes the mount caches itself. Any other Read reads the file as
+// usual.
+type wholeFile struct {
+	*os.File
+	size  int64
+	store *Store
+	done  bool // the direct read had it all
+}
+
+func (w *wholeFile) Read(p []byte) (int, error) {
+	if w.done {
+		return 0, io.EOF
+	}
+	if int64(len(p)) < w.size || !isAligned(p) || w.store.noDirect.Load() {
+		return w.File.Read(p)
+	}
+	if off, _ := w.File.Seek(0, io.SeekCurrent); off != 0 {
+		return w.File.Read(p)
+	}
+	n, err := w.readDirect(p[:w.size])
+	if err != nil {
+		return 0, err
+	}
+	if n < int(w.size) {
+		// The file is shorter than it was at the open; the next Read
+		// goes on from there as usual.
+		if _, err := w.File.Seek(int64(n), io.SeekStart); err != nil {
+			return 0, err
+		}
+		return n, nil
+	}
+	w.done = true
+	return n, nil
+}
+
+// readDirect fills p from offset 0: its aligned part with direct I/O
+// (through the page cache if the file system refuses it), the rest
+// through the page cache.
+func (w *wholeFile) readDirect(p []byte) (int, error) {
+	fd := w.Fd()
+	fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+	if err != nil {
+		return 0, &os.PathError{Op: "fcntl", Path: w.Name(), Err: err}
+	}
+	n := 0
+	if m := len(p) &^ (directAlign - 1); m > 0 {
+		if _, err := unix.FcntlInt(fd, unix.F_SETFL, fl|unix.O_DIRECT); err != nil {
+			if !errors.Is(err, unix.EINVAL) {
+				return 0, &os.PathError{Op: "fcntl", Path: w.Name(), Err: err}
+			}
+			w.store.noDirect.Store(true)
+		} else {
+			n, err = preadFull(int(fd), p[:m], 0)
+			if _, rerr := unix.FcntlInt(fd, unix.F_SETFL, fl); err == nil && rerr != nil {
+				return 0, &os.PathError{Op: "fcntl", Path: w.Name(), Err: rerr}
+			}
+			if errors.Is(err, unix.EINVAL) {
+				w.store.noDirect.Store(true)
+				n, err = 0, nil
+			}
+			if err != nil {
+				return 0, &os.PathError{Op: "read", Path: w.Name(), Err: err}
+			}
+			if n < m {
+				return n, nil
+			}
+		}
+	}
+	k, err := preadFull(int(fd), p[n:], int64(n))
+	if err != nil {
+		return 0, &os.PathError{Op: "read", Path: w.Name(), Err: err}
+	}
+	return n + k, nil
+}
+
+// preadFull reads into p at off until p is full or the file ends.
+func preadFull(fd int, p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := unix.Pread(fd, p[n:], off+int64(n))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return n, nil
 }

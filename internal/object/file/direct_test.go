@@ -3,6 +3,7 @@ package file
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -178,5 +179,72 @@ func TestDirectWriteRefused(t *testing.T) {
 	got, err := os.ReadFile(f.Name())
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("read back %d bytes (%v) that differ from the %d written", len(got), err, len(want))
+	}
+}
+
+// TestDirectGet reads large objects whole, ahead of a reader and not,
+// into aligned and unaligned memory, and checks the bytes; and that a
+// read ahead into aligned memory left the page cache empty, while any
+// other read fills it.
+func TestDirectGet(t *testing.T) {
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{4 << 20, 4<<20 + 100, 1<<20 + 1} {
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = byte(rand.Uint32())
+		}
+		key := fmt.Sprintf("blk%d", n)
+		p := filepath.Join(s.dir, key)
+		if err := s.Put(context.Background(), key, bytes.NewReader(want)); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			ahead, aligned bool
+		}{{true, true}, {true, false}, {false, true}} {
+			dropCache(t, p) // as after a restart: the buffered Put left it there
+			ctx := context.Background()
+			if tt.ahead {
+				ctx = object.ReadAhead(ctx)
+			}
+			buf := alignedBuffer(n + 1)
+			if !tt.aligned {
+				buf = buf[1:]
+			}
+			buf = buf[:n]
+			r, err := s.Get(ctx, key, 0, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = io.ReadFull(r, buf)
+			if err == nil {
+				if k, _ := r.Read(make([]byte, 1)); k != 0 {
+					err = io.ErrShortBuffer
+				}
+			}
+			r.Close()
+			if err != nil || !bytes.Equal(buf, want) {
+				t.Fatalf("%d bytes read whole (%+v): %v, or the bytes differ", n, tt, err)
+			}
+			direct := tt.ahead && tt.aligned && n%directAlign == 0 && !s.noDirect.Load()
+			if k := residentPages(t, p); direct != (k == 0) {
+				t.Fatalf("%d bytes read whole (%+v): %d pages in the page cache after", n, tt, k)
+			}
+		}
+	}
+}
+
+// dropCache asks the kernel to drop the page cache of the file at p.
+func dropCache(t *testing.T, p string) {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
 	}
 }

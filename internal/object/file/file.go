@@ -146,6 +146,9 @@ func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadC
 		return nil, fmt.Errorf("%s: get %q: %w", s, key, object.ErrNotFound)
 	}
 	if off == 0 && limit < 0 {
+		if object.IsReadAhead(ctx) && fi.Size() >= writeBackAt && !s.noDirect.Load() {
+			return &wholeFile{File: f, size: fi.Size(), store: s}, nil
+		}
 		return f, nil
 	}
 	if limit < 0 {
