@@ -178,9 +178,11 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	return nil
 }
 
-// writeBackAt is the size from which a Put whose sync is deferred starts
-// writing the object to the disk before it returns (a large file's block;
-// a small file's waits for the next Sync, which writes many at once).
+// writeBackAt is the size from which a Put whose sync is deferred writes
+// the object to the disk before it returns: with direct I/O (direct.go),
+// or, where the file system refuses that, by starting its write-back (a
+// large file's block; a small file's waits for the next Sync, which writes
+// many at once). Reads ahead of this size are direct too.
 const writeBackAt = 1 << 20
 
 // put writes r to a temporary file next to p and renames it over p. On any
