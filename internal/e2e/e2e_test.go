@@ -274,16 +274,9 @@ func (v *volume) mountAt(t *testing.T, mnt string, args ...string) {
 
 // printedPID reads the process id that `sluice mount -d` printed, or 0.
 func printedPID(out string) int {
-	_, rest, ok := strings.Cut(out, "(pid ")
-	if !ok {
-		return 0
-	}
 	pid := 0
-	for _, c := range rest {
-		if c < '0' || c > '9' {
-			break
-		}
-		pid = pid*10 + int(c-'0')
+	if _, rest, ok := strings.Cut(out, "(pid "); ok {
+		fmt.Sscanf(rest, "%d", &pid)
 	}
 	return pid
 }

@@ -2,7 +2,6 @@ package file
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -11,26 +10,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A large block whose sync is deferred is written with direct I/O, and a
-// large object read whole ahead of a sequential reader (object.ReadAhead)
-// into aligned memory is read with it
-// (O_DIRECT): from the writer's buffer to the disk, with no copy into the
-// page cache. The copy costs more CPU than anything else in storing a
-// block (on a virtual machine whose free memory goes back to the host,
-// each fresh page-cache page is also a fault in the host), and the page
-// cache of the block files held every byte a second time beside the
-// mount's own file pages. The data still waits in the disk's own cache
-// and the file's extents in the journal until the next Sync, as for a
-// buffered Put.
+// Large objects bypass the page cache with direct I/O (O_DIRECT): a
+// block of directAt bytes or more whose sync is deferred is written from
+// the writer's buffer straight to the disk, and one read whole ahead of a
+// sequential reader (object.ReadAhead) into aligned memory is read
+// straight from it. The copy through the page cache costs more CPU than
+// anything else in storing or fetching a block (on a virtual machine
+// whose free memory goes back to the host, each fresh page-cache page is
+// also a fault in the host), and the page cache of the block files held
+// every byte a second time beside the mount's own caches. A written
+// block still waits in the disk's own cache and its extents in the
+// journal until the next Sync, as a buffered Put does.
 //
 // Direct I/O needs the memory, the file offset and the length aligned to
 // the file system's logical block size: directAlign covers every Linux
 // file system. Content that does not arrive aligned goes through an
 // aligned staging buffer; the last piece of an object whose length is
-// not a multiple of directAlign is written through the page cache. A
-// file system without direct I/O (tmpfs, some network file systems)
-// refuses it with EINVAL, at the open or at the first write: the Store
-// then writes through the page cache from there on.
+// not a multiple of directAlign goes through the page cache. A file
+// system without direct I/O (some network file systems) refuses it with
+// EINVAL, at the open or at the first write or read: the Store then uses
+// the page cache from there on.
 
 // directAlign is the alignment direct I/O needs of memory, offset and
 // length on every Linux file system (logical blocks are 512 or 4096
@@ -114,7 +113,7 @@ func (w *directWriter) Finish() error {
 	if len(b) == 0 {
 		return nil
 	}
-	if err := w.buffered(); err != nil {
+	if err := setDirect(w.f, false); err != nil {
 		return err
 	}
 	return w.pwrite(b)
@@ -129,9 +128,9 @@ func (w *directWriter) pwrite(p []byte) error {
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if errors.Is(err, unix.EINVAL) && w.isDirect() {
+		if errors.Is(err, unix.EINVAL) && isDirect(w.f) {
 			w.store.noDirect.Store(true)
-			if err := w.buffered(); err != nil {
+			if err := setDirect(w.f, false); err != nil {
 				return err
 			}
 			continue
@@ -148,21 +147,21 @@ func (w *directWriter) pwrite(p []byte) error {
 	return nil
 }
 
-// isDirect reports whether the file is still open for direct I/O.
-func (w *directWriter) isDirect() bool {
-	fl, err := unix.FcntlInt(w.f.Fd(), unix.F_GETFL, 0)
+// isDirect reports whether f is open for direct I/O.
+func isDirect(f *os.File) bool {
+	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
 	return err == nil && fl&unix.O_DIRECT != 0
 }
 
-// buffered turns direct I/O off for the rest of the file.
-func (w *directWriter) buffered() error {
-	fd := w.f.Fd()
+// setDirect turns direct I/O on f on or off.
+func setDirect(f *os.File, on bool) error {
+	fd := f.Fd()
 	fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
-	if err == nil && fl&unix.O_DIRECT != 0 {
-		_, err = unix.FcntlInt(fd, unix.F_SETFL, fl&^unix.O_DIRECT)
+	if err == nil && (fl&unix.O_DIRECT != 0) != on {
+		_, err = unix.FcntlInt(fd, unix.F_SETFL, fl^unix.O_DIRECT)
 	}
 	if err != nil {
-		return fmt.Errorf("turn off direct I/O on %s: %w", w.f.Name(), err)
+		return &os.PathError{Op: "fcntl O_DIRECT", Path: f.Name(), Err: err}
 	}
 	return nil
 }
@@ -184,7 +183,7 @@ func (w *wholeFile) Read(p []byte) (int, error) {
 	if w.done {
 		return 0, io.EOF
 	}
-	if int64(len(p)) < w.size || !isAligned(p) || w.store.noDirect.Load() {
+	if int64(len(p)) < w.size || !isAligned(p) {
 		return w.File.Read(p)
 	}
 	if off, _ := w.File.Seek(0, io.SeekCurrent); off != 0 {
@@ -210,36 +209,27 @@ func (w *wholeFile) Read(p []byte) (int, error) {
 // (through the page cache if the file system refuses it), the rest
 // through the page cache.
 func (w *wholeFile) readDirect(p []byte) (int, error) {
-	fd := w.Fd()
-	fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
-	if err != nil {
-		return 0, &os.PathError{Op: "fcntl", Path: w.Name(), Err: err}
-	}
+	fd := int(w.Fd())
 	n := 0
 	if m := len(p) &^ (directAlign - 1); m > 0 {
-		if _, err := unix.FcntlInt(fd, unix.F_SETFL, fl|unix.O_DIRECT); err != nil {
-			if !errors.Is(err, unix.EINVAL) {
-				return 0, &os.PathError{Op: "fcntl", Path: w.Name(), Err: err}
-			}
-			w.store.noDirect.Store(true)
-		} else {
-			n, err = preadFull(int(fd), p[:m], 0)
-			if _, rerr := unix.FcntlInt(fd, unix.F_SETFL, fl); err == nil && rerr != nil {
-				return 0, &os.PathError{Op: "fcntl", Path: w.Name(), Err: rerr}
-			}
-			if errors.Is(err, unix.EINVAL) {
-				w.store.noDirect.Store(true)
-				n, err = 0, nil
-			}
-			if err != nil {
-				return 0, &os.PathError{Op: "read", Path: w.Name(), Err: err}
-			}
-			if n < m {
-				return n, nil
+		err := setDirect(w.File, true)
+		if err == nil {
+			n, err = preadFull(fd, p[:m], 0)
+			if rerr := setDirect(w.File, false); rerr != nil {
+				return 0, rerr
 			}
 		}
+		switch {
+		case errors.Is(err, unix.EINVAL): // no direct I/O here: all through the page cache
+			w.store.noDirect.Store(true)
+			n = 0
+		case err != nil:
+			return 0, &os.PathError{Op: "read", Path: w.Name(), Err: err}
+		case n < m:
+			return n, nil
+		}
 	}
-	k, err := preadFull(int(fd), p[n:], int64(n))
+	k, err := preadFull(fd, p[n:], int64(n))
 	if err != nil {
 		return 0, &os.PathError{Op: "read", Path: w.Name(), Err: err}
 	}

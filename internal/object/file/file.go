@@ -146,7 +146,7 @@ func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadC
 		return nil, fmt.Errorf("%s: get %q: %w", s, key, object.ErrNotFound)
 	}
 	if off == 0 && limit < 0 {
-		if object.IsReadAhead(ctx) && fi.Size() >= writeBackAt && !s.noDirect.Load() {
+		if object.IsReadAhead(ctx) && fi.Size() >= directAt && !s.noDirect.Load() {
 			return &wholeFile{File: f, size: fi.Size(), store: s}, nil
 		}
 		return f, nil
@@ -178,12 +178,12 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	return nil
 }
 
-// writeBackAt is the size from which a Put whose sync is deferred writes
-// the object to the disk before it returns: with direct I/O (direct.go),
-// or, where the file system refuses that, by starting its write-back (a
-// large file's block; a small file's waits for the next Sync, which writes
-// many at once). Reads ahead of this size are direct too.
-const writeBackAt = 1 << 20
+// directAt is the size from which an object bypasses the page cache
+// (direct.go): a Put whose sync is deferred writes it to the disk before
+// it returns, with direct I/O or, where the file system refuses that, by
+// starting its write-back; a read ahead of it reads it with direct I/O. A
+// small file's block waits for the next Sync, which writes many at once.
+const directAt = 1 << 20
 
 // put writes r to a temporary file next to p and renames it over p. On any
 // failure it removes the file it wrote.
@@ -198,8 +198,9 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 	direct := deferred && s.wantsDirect(r)
 	var f *os.File
 	if deferred {
-		f, err = s.create(p, func(string, string) (*os.File, error) {
-			return s.openInPlace(p, direct)
+		f, err = s.create(p, func(string, string) (f *os.File, err error) {
+			f, direct, err = s.openInPlace(p, direct)
+			return f, err
 		})
 	} else {
 		f, err = s.create(p, func(dir, base string) (*os.File, error) {
@@ -220,7 +221,7 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 			return err
 		}
 	}
-	if direct && !s.noDirect.Load() {
+	if direct {
 		w := &directWriter{f: f, store: s}
 		_, err = io.Copy(w, r)
 		if ferr := w.Finish(); err == nil {
@@ -234,7 +235,7 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 		if err != nil {
 			return err
 		}
-		if deferred && n >= writeBackAt {
+		if deferred && n >= directAt {
 			// Start the disk on it now: the next Sync then waits for
 			// little, and the disk works beside the writer, as with an
 			// fsync per object, without a journal commit each. Only a
@@ -261,24 +262,25 @@ func (s *Store) put(ctx context.Context, p string, r io.Reader) (err error) {
 }
 
 // wantsDirect reports whether a deferred Put of r writes with direct I/O:
-// when r tells its length, and that is writeBackAt or more.
+// when r tells its length, and that is directAt or more.
 func (s *Store) wantsDirect(r io.Reader) bool {
 	l, ok := r.(interface{ Len() int })
-	return ok && l.Len() >= writeBackAt && !s.noDirect.Load()
+	return ok && l.Len() >= directAt && !s.noDirect.Load()
 }
 
 // openInPlace opens p for a deferred Put, with direct I/O when direct is
-// set and the file system takes it.
-func (s *Store) openInPlace(p string, direct bool) (*os.File, error) {
+// set and the file system takes it; it reports whether it did.
+func (s *Store) openInPlace(p string, direct bool) (*os.File, bool, error) {
 	const flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if direct {
 		f, err := os.OpenFile(p, flags|unix.O_DIRECT, 0o644)
 		if !errors.Is(err, unix.EINVAL) {
-			return f, err
+			return f, err == nil, err
 		}
 		s.noDirect.Store(true)
 	}
-	return os.OpenFile(p, flags, 0o644)
+	f, err := os.OpenFile(p, flags, 0o644)
+	return f, false, err
 }
 
 // Sync makes every Put that returned before it durable, data and names,
