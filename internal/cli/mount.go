@@ -36,6 +36,7 @@ type mountOptions struct {
 	entryCache    time.Duration
 	dirEntryCache time.Duration
 	negEntryCache time.Duration
+	openCache     time.Duration
 	readdirCache  bool
 	readOnly      bool
 	bufferSize    int64
@@ -152,6 +153,7 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	fl.Var(secondsValue{&o.entryCache}, "entry-cache", "how long the kernel caches file entries (seconds or a duration)")
 	fl.Var(secondsValue{&o.dirEntryCache}, "dir-entry-cache", "how long the kernel caches directory entries (seconds or a duration)")
 	fl.Var(secondsValue{&o.negEntryCache}, "negative-entry-cache", "how long the kernel caches that a name is missing (seconds or a duration; a name another mount creates stays hidden that long)")
+	fl.Var(secondsValue{&o.openCache}, "open-cache", "how long an open of a file may trust the attributes an earlier open on this mount read, without asking the engine (seconds or a duration; another mount's change of a file opened again within that time goes unseen until it passes; 0: ask at every open, close-to-open)")
 	fl.BoolVar(&o.readdirCache, "readdir-cache", false, "let the kernel keep directory listings and list a directory again without asking while it is unchanged (checked against the engine at every opendir); for trees listed over and over with long entry and attribute caches, such as git working trees")
 	fl.BoolVar(&o.readOnly, "read-only", false, "mount read-only: every change fails with EROFS")
 	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers (writers wait when it is used up) and, as much again, for the in-memory block cache (a plain number is MiB)")
@@ -438,6 +440,7 @@ func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options
 		// listing of it; each answer is cached by the kernel only for
 		// what is left of these times after its listing was read.
 		Statahead:   min(o.entryCache, o.attrCache, statahead),
+		OpenCache:   o.openCache,
 		AtimeMode:   o.atimeMode,
 		SessionInfo: meta.SessionInfo{MountPoint: mp, Version: Version},
 	}

@@ -99,6 +99,11 @@ type Config struct {
 	// ago (see statahead); keep it at most the kernel's entry and
 	// attribute cache times. 0, the default, reads the engine each time.
 	Statahead time.Duration
+	// OpenCache lets an open of a regular file answer from the
+	// attributes an open on this client read from the engine up to this
+	// long ago (OpenCached; see openCache for what it gives up). 0, the
+	// default, reads the engine at every open.
+	OpenCache time.Duration
 	// DirMtimeSkip lets a change of a directory's entries leave its times
 	// alone when they were set less than this long ago (and its link
 	// count does not change), so concurrent creates in one directory do
@@ -201,6 +206,8 @@ type Client struct {
 	recent recentDirs
 	// ahead answers lookups from listings of directories being walked.
 	ahead statahead
+	// opened answers opens from the attributes earlier opens read.
+	opened openCache
 
 	// delMu serializes rounds of the deletion queues (background and
 	// FlushDeletions), so that one client never works on a slice twice.
@@ -411,9 +418,21 @@ func newClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	st = Bound(st, conf.OpTimeout)
 	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, batch: batch, done: make(chan struct{}),
 		recent: recentDirs{ttl: conf.DirAttrReuse, now: conf.Now}}
+	var ws watchers
 	if conf.Statahead > 0 {
 		c.ahead = statahead{ttl: conf.Statahead, now: conf.Now}
-		c.st = aheadStore{Store: c.st, s: &c.ahead}
+		ws = append(ws, &c.ahead)
+	}
+	if conf.OpenCache > 0 {
+		c.opened = openCache{ttl: conf.OpenCache, now: conf.Now}
+		ws = append(ws, &c.opened)
+	}
+	switch len(ws) {
+	case 0:
+	case 1:
+		c.st = watchedStore{Store: c.st, w: ws[0]}
+	default:
+		c.st = watchedStore{Store: c.st, w: ws}
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

@@ -2,7 +2,7 @@ package meta
 
 import (
 	"context"
-	"syscall"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -11,37 +11,23 @@ import (
 // and counts the handle, so that an unlink while open keeps the file. Every
 // successful Open must be paired with Release.
 func (c *Client) Open(ctx context.Context, ino Ino, flags uint32) (*Attr, error) {
-	var mask uint32
-	switch flags & syscall.O_ACCMODE {
-	case syscall.O_RDONLY:
-		mask = MayRead
-	case syscall.O_WRONLY:
-		mask = MayWrite
-	case syscall.O_RDWR:
-		mask = MayRead | MayWrite
-	}
-	if flags&syscall.O_TRUNC != 0 {
-		mask |= MayWrite
-	}
+	mask := openMask(flags)
 	if mask&MayWrite != 0 {
 		if err := c.writable(); err != nil {
 			return nil, err
 		}
 	}
-	n, err := c.checked(ctx, ino, mask, func(n *Attr) error {
-		if mask&MayWrite == 0 {
-			return nil
-		}
-		if n.Type == store.TypeDir {
-			return syscall.EISDIR
-		}
-		if n.Flags&FlagImmutable != 0 || n.Flags&FlagAppend != 0 && flags&syscall.O_APPEND == 0 {
-			return syscall.EPERM
-		}
-		return nil
-	})
+	gen, keep := c.opened.begin()
+	var at time.Time
+	if keep {
+		at = c.conf.Now()
+	}
+	n, err := c.checked(ctx, ino, mask, func(n *Attr) error { return openRefused(n, mask, flags) })
 	if err != nil {
 		return nil, err
+	}
+	if keep && n.Type == store.TypeFile {
+		c.opened.keep(gen, at, n)
 	}
 	c.mu.Lock()
 	c.mu.open[ino]++

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"syscall"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
@@ -51,10 +52,19 @@ func (c *Client) ReadDir(ctx context.Context, ino Ino, after []byte, limit int, 
 
 // OpenDir checks that ino is a directory the caller may list.
 func (c *Client) OpenDir(ctx context.Context, ino Ino) (*Attr, error) {
-	return c.checked(ctx, ino, MayRead, func(n *Attr) error {
+	gen, keep := c.opened.begin()
+	var at time.Time
+	if keep {
+		at = c.conf.Now()
+	}
+	n, err := c.checked(ctx, ino, MayRead, func(n *Attr) error {
 		if n.Type != store.TypeDir {
 			return syscall.ENOTDIR
 		}
 		return nil
 	})
+	if err == nil && keep {
+		c.opened.keep(gen, at, n)
+	}
+	return n, err
 }

@@ -280,64 +280,6 @@ func (s *statahead) entry(parent Ino, name []byte) {
 	}
 }
 
-// aheadStore is the client's store when statahead is on: its write
-// transactions tell the statahead what they write.
-type aheadStore struct {
-	store.Store
-	s *statahead
-}
-
-func (a aheadStore) Update(ctx context.Context, fn func(store.Tx) error) error {
-	var began bool
-	defer func() {
-		if began {
-			a.s.writeEnded()
-		}
-	}()
-	return a.Store.Update(ctx, func(tx store.Tx) error {
-		return fn(&aheadTx{Tx: tx, s: a.s, began: &began})
-	})
-}
-
-// aheadTx passes every write of a node or entry on to the statahead
-// before buffering it.
-type aheadTx struct {
-	store.Tx
-	s     *statahead
-	began *bool
-}
-
-func (t *aheadTx) writing() {
-	if !*t.began {
-		*t.began = true
-		t.s.writeBegan()
-	}
-}
-
-func (t *aheadTx) SetNode(n *store.Node) {
-	t.writing()
-	t.s.node(n)
-	t.Tx.SetNode(n)
-}
-
-func (t *aheadTx) DeleteNode(ino Ino) {
-	t.writing()
-	t.s.deleted(ino)
-	t.Tx.DeleteNode(ino)
-}
-
-func (t *aheadTx) SetEdge(parent Ino, e store.Edge) {
-	t.writing()
-	t.s.entry(parent, e.Name)
-	t.Tx.SetEdge(parent, e)
-}
-
-func (t *aheadTx) DeleteEdge(parent Ino, name []byte) {
-	t.writing()
-	t.s.entry(parent, name)
-	t.Tx.DeleteEdge(parent, name)
-}
-
 // LookupAhead is Lookup for the kernel's lookups: with Config.Statahead it
 // may answer from a listing of parent read up to that long ago, and
 // returns how old its answer is (0 when read now), which the mount takes
@@ -361,13 +303,17 @@ func (c *Client) LookupAhead(ctx context.Context, parent Ino, name []byte) (*Att
 }
 
 // ForgetAhead drops what the statahead holds of ino: its listing, when it
-// is a listed directory, and every listed name that leads to it. The
-// mount calls it where it needs the engine's answer for names next time:
-// under a lock just taken (names next to the locked file), and for an
-// inode found gone (the kernel looks its name up again).
+// is a listed directory, and every listed name that leads to it; and the
+// open cache's attributes of ino. The mount calls it where it needs the
+// engine's answer for names next time: under a lock just taken (names
+// next to the locked file), and for an inode found gone or changed (the
+// kernel looks its name up again).
 func (c *Client) ForgetAhead(ino Ino) {
 	if c.ahead.on() {
 		c.ahead.deleted(ino)
+	}
+	if c.opened.on() {
+		c.opened.forget(ino)
 	}
 }
 

@@ -81,8 +81,15 @@ type mount struct {
 // and the statahead, as a mount with default options has.
 func (vol *volume) mount(t *testing.T) *mount {
 	t.Helper()
+	return vol.mountWith(t, meta.Config{Statahead: time.Second})
+}
+
+// mountWith returns a new mount of the volume whose metadata client has
+// conf.
+func (vol *volume) mountWith(t *testing.T, conf meta.Config) *mount {
+	t.Helper()
 	ctx := context.Background()
-	c, err := meta.NewClient(ctx, vol.st, meta.Config{Statahead: time.Second})
+	c, err := meta.NewClient(ctx, vol.st, conf)
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}

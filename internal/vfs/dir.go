@@ -45,7 +45,7 @@ type dirStream struct {
 
 // OpenDir opens directory ino for listing.
 func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
-	a, err := v.meta.OpenDir(ctx, ino)
+	a, err := v.openDirMeta(ctx, ino)
 	if err != nil {
 		// A directory another mount removed or renamed over: the kernel
 		// looks the path up again (see Open).
@@ -72,6 +72,18 @@ func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
 		}
 	}
 	return v.addHandle(&handle{ino: ino, dir: d, keep: keep}), nil
+}
+
+// openDirMeta opens directory ino in the metadata client: from its open
+// cache (OpenCacher) when what that holds is the version the kernel was
+// given, otherwise from the engine.
+func (v *VFS) openDirMeta(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
+	if oc, ok := v.meta.(OpenCacher); ok {
+		if a, ok := oc.OpenDirCached(ctx, ino); ok && !v.view.attrChanged(a) {
+			return a, nil
+		}
+	}
+	return v.meta.OpenDir(ctx, ino)
 }
 
 // listingSettle is how long after a directory's modification time a

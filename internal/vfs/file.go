@@ -431,7 +431,7 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 		return v.openInternal(ctx, f, flags)
 	}
 	xgen := v.xattrGen.Load()
-	a, err := v.meta.Open(ctx, ino, flags)
+	a, err := v.openMeta(ctx, ino, flags)
 	if err != nil {
 		return nil, 0, v.staleIfGone(ctx, ino, err)
 	}
@@ -490,6 +490,21 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 		}
 	}
 	return a, fh, nil
+}
+
+// openMeta opens ino in the metadata client: from its open cache
+// (OpenCacher) when what that holds is the version the kernel was given
+// and the file still has a name, otherwise from the engine.
+func (v *VFS) openMeta(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr, error) {
+	if oc, ok := v.meta.(OpenCacher); ok {
+		if a, ok := oc.OpenCached(ctx, ino, flags); ok {
+			if !unlinked(a) && !v.view.attrChanged(a) {
+				return a, nil
+			}
+			v.meta.Release(context.WithoutCancel(ctx), ino)
+		}
+	}
+	return v.meta.Open(ctx, ino, flags)
 }
 
 // KeepCache reports whether the kernel may keep the pages it caches of

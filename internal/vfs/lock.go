@@ -85,6 +85,7 @@ func (v *VFS) locked(a *meta.Attr) {
 	if f := v.fileOf(a.Ino); f == nil || f.revalidate(a) {
 		v.invalidateInode(a.Ino, true)
 	}
+	v.forgetAhead(a.Ino) // the next open reads the engine, not an open cache
 	if a.Type == store.TypeDir {
 		v.invalidateNames(a.Ino)
 	} else if a.Parent != 0 {
@@ -120,8 +121,8 @@ func (v *VFS) invalidateNames(dir meta.Ino) {
 	}
 }
 
-// forgetAhead drops what the metadata client's statahead holds of ino
-// (see LookerAhead).
+// forgetAhead drops what the metadata client's statahead and open cache
+// hold of ino (see LookerAhead and OpenCacher).
 func (v *VFS) forgetAhead(ino meta.Ino) {
 	if la, ok := v.meta.(LookerAhead); ok {
 		la.ForgetAhead(ino)

@@ -93,8 +93,20 @@ type Creator interface {
 // answer is, which the mount takes off the kernel's cache times.
 // ForgetAhead drops the listing of a directory ino and every listed name
 // leading to ino, where the next lookups must reach the engine (the
-// names next to a file just locked, the name of an inode found gone).
+// names next to a file just locked, the name of an inode found gone);
+// a client that is also an OpenCacher forgets there what its opens read
+// of ino.
 type LookerAhead interface {
 	LookupAhead(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, time.Duration, error)
 	ForgetAhead(ino meta.Ino)
+}
+
+// OpenCacher is the optional capability of a Meta that may answer an open
+// of a regular file or a directory from the attributes an earlier open
+// read (*meta.Client with Config.OpenCache), with no round trip. When
+// OpenCached answers, it has counted a handle as Open does; false sends
+// the caller to Open (OpenDir for OpenDirCached).
+type OpenCacher interface {
+	OpenCached(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr, bool)
+	OpenDirCached(ctx context.Context, ino meta.Ino) (*meta.Attr, bool)
 }
