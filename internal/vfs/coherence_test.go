@@ -524,3 +524,30 @@ func TestLookupInRemovedDirectoryIsStale(t *testing.T) {
 		t.Errorf("opendir of the removed directory: %v, want ESTALE", err)
 	}
 }
+
+// TestGetAttrBringsOpenFile checks that attributes of a newer version
+// given to the kernel bring a file held open along: the kernel drops its
+// pages on the new length and mtime, and reads through the handle then
+// get the new bytes at the new length, not the new bytes cut to the
+// length the handle was opened at.
+func TestGetAttrBringsOpenFile(t *testing.T) {
+	vol := newVolume(t, 0)
+	a, b := vol.mount(t), vol.mount(t)
+	ino := a.create(t, "f", []byte("short"))
+	fb := b.open(t, ino)
+	if got := b.read(t, fb, 100); string(got) != "short" {
+		t.Fatalf("b reads %q, want %q", got, "short")
+	}
+	fa := a.open(t, ino)
+	if err := a.Write(as(1), fa, 0, []byte("much longer")); err != nil {
+		t.Fatal(err)
+	}
+	a.close(t, fa)
+	if at, err := b.GetAttr(as(1), ino); err != nil || at.Length != 11 {
+		t.Fatalf("b getattr: %+v, %v; want 11 bytes", at, err)
+	}
+	if got := b.read(t, fb, 100); string(got) != "much longer" {
+		t.Errorf("b reads %q through its open handle after its kernel was given the new length, want %q", got, "much longer")
+	}
+	b.close(t, fb)
+}

@@ -248,6 +248,14 @@ func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
 		return nil, v.staleIfGone(ctx, ino, err)
 	}
 	v.view.attr(a)
+	if f := v.fileOf(ino); f != nil && a.Type == store.TypeFile {
+		// Given a new mtime or length, the kernel drops its pages of the
+		// file: its next reads must find that version's bytes and
+		// length, not those the handles were opened at (an open from
+		// the open cache, a handle kept open across another mount's
+		// change).
+		f.revalidate(a)
+	}
 	return v.withPending(a), nil
 }
 
