@@ -164,19 +164,12 @@ func (o *openCache) entry(parent Ino, _ []byte) {
 // caller then opens with Open, which reads the engine and refreshes
 // them.
 func (c *Client) OpenCached(ctx context.Context, ino Ino, flags uint32) (*Attr, bool) {
-	if !c.opened.on() {
-		return nil, false
-	}
-	a, ok := c.opened.get(ino)
-	if !ok || a.Type != store.TypeFile {
-		return nil, false
-	}
 	mask := openMask(flags)
 	if mask&MayWrite != 0 && c.writable() != nil {
 		return nil, false
 	}
-	cred := CredOf(ctx)
-	if openRefused(a, mask, flags) != nil || !cred.IsRoot() && a.Flags&FlagACL != 0 || !permits(cred, a, mask) {
+	a, ok := c.cachedFor(ctx, ino, store.TypeFile, mask)
+	if !ok || openRefused(a, mask, flags) != nil {
 		return nil, false
 	}
 	c.mu.Lock()
@@ -190,15 +183,21 @@ func (c *Client) OpenCached(ctx context.Context, ino Ino, flags uint32) (*Attr, 
 // Config.OpenCache ago, as OpenCached is for files: false when it has
 // none, or they do not let the caller in on their own.
 func (c *Client) OpenDirCached(ctx context.Context, ino Ino) (*Attr, bool) {
+	return c.cachedFor(ctx, ino, store.TypeDir, MayRead)
+}
+
+// cachedFor returns the open cache's attributes of ino, a node of type
+// typ, when they let the caller in for mask by its mode bits alone.
+func (c *Client) cachedFor(ctx context.Context, ino Ino, typ uint8, mask uint32) (*Attr, bool) {
 	if !c.opened.on() {
 		return nil, false
 	}
 	a, ok := c.opened.get(ino)
-	if !ok || a.Type != store.TypeDir {
+	if !ok || a.Type != typ {
 		return nil, false
 	}
 	cred := CredOf(ctx)
-	if !cred.IsRoot() && a.Flags&FlagACL != 0 || !permits(cred, a, MayRead) {
+	if !cred.IsRoot() && a.Flags&FlagACL != 0 || !permits(cred, a, mask) {
 		return nil, false
 	}
 	return a, true
