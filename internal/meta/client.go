@@ -99,10 +99,11 @@ type Config struct {
 	// ago (see statahead); keep it at most the kernel's entry and
 	// attribute cache times. 0, the default, reads the engine each time.
 	Statahead time.Duration
-	// OpenCache lets an open of a regular file answer from the
-	// attributes an open on this client read from the engine up to this
-	// long ago (OpenCached; see openCache for what it gives up). 0, the
-	// default, reads the engine at every open.
+	// OpenCache lets an open of a regular file, or of a directory,
+	// answer from the attributes an open of it on this client read from
+	// the engine up to this long ago (OpenCached, OpenDirCached; see
+	// openCache for what it gives up). 0, the default, reads the engine
+	// at every open.
 	OpenCache time.Duration
 	// DirMtimeSkip lets a change of a directory's entries leave its times
 	// alone when they were set less than this long ago (and its link
