@@ -161,7 +161,15 @@ func (s *Store) StopSyncs(ctx context.Context) error {
 	default:
 		close(y.stop)
 	}
-	<-y.done
+	// A round under way waits for the engine (forgetting synced slices)
+	// with no deadline of its own: a caller that gives up closing, as a
+	// mount told to stop on a stalled engine does, must not wait for it.
+	// The slices stay recorded unsynced, for the next mount to restore.
+	select {
+	case <-y.done:
+	case <-ctx.Done():
+		return fmt.Errorf("stop the background syncs: %w", context.Cause(ctx))
+	}
 	return s.syncRound(ctx)
 }
 

@@ -262,3 +262,31 @@ func TestRestoreLeavesIntactBlocks(t *testing.T) {
 		t.Fatal("RestoreSlice changed an intact block")
 	}
 }
+
+// TestStopSyncsGivesUp checks that StopSyncs returns once its context
+// ends while a background round is stuck (on an engine that stopped
+// answering), instead of waiting for the round.
+func TestStopSyncsGivesUp(t *testing.T) {
+	v := newSyncVolume(t)
+	_, s := v.open(t, meta.Config{})
+	y := s.syncs
+	y.round.Lock() // the background round that starts now cannot end
+	select {
+	case y.kick <- struct{}{}:
+	default:
+	}
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.StopSyncs(ctx) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("StopSyncs reported success with a round still under way")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("StopSyncs still waits for a stuck round 10 s after its context ended")
+	}
+	y.round.Unlock()
+}
