@@ -17,17 +17,17 @@ import (
 // What it gives up: an open answered from it does not see another
 // client's change of the file made since the attributes were read, for
 // up to OpenCache; nor, for a directory whose listing the kernel keeps
-// (vfs.Config.ReaddirCache), another client's change of its entries. Close-to-open consistency across mounts then holds
-// only after that long (as with the kernel's attribute cache for stat).
+// (vfs.Config.ReaddirCache), another client's change of its entries.
+// Close-to-open consistency across mounts then holds only after that
+// long (as with the kernel's attribute cache for stat).
 // Locks are not affected: a lock reads the engine, and the mount drops
 // the file's entry here when it finds the file changed (ForgetAhead).
 //
 // This client's own changes: every write of a node through the client's
 // transactions drops the node's entry before the transaction commits
-// (and every write of an entry, its directory's),
-// and attributes read while such a write was under way are not kept
-// (gen), so an open never answers from attributes older than this
-// client's own change.
+// (and every write of an entry, its directory's), and attributes read
+// while such a write was under way are not kept (gen), so an open never
+// answers from attributes older than this client's own change.
 type openCache struct {
 	ttl time.Duration // 0: off
 	now func() time.Time
@@ -36,7 +36,6 @@ type openCache struct {
 	gen     uint64 // bumped when a write of nodes begins and ends, and by forget
 	writing int    // transactions writing nodes or entries, under way
 	files   map[Ino]openedAt
-	pruned  time.Time // when expired entries were last dropped
 }
 
 // openedAt is a file's attributes as an Open read them at at.
@@ -79,13 +78,9 @@ func (o *openCache) keep(gen uint64, at time.Time, a *Attr) {
 	o.files[a.Ino] = openedAt{attr: *a, at: at}
 }
 
-// pruneLocked drops the expired entries, or every entry when none has
-// expired, at most once per ttl unless the cache is full.
+// pruneLocked makes room in a full cache: it drops the expired entries,
+// or every entry when none has expired.
 func (o *openCache) pruneLocked(now time.Time) {
-	if len(o.files) < maxOpenCached && now.Sub(o.pruned) < o.ttl {
-		return
-	}
-	o.pruned = now
 	for ino, e := range o.files {
 		if now.Sub(e.at) >= o.ttl {
 			delete(o.files, ino)
