@@ -36,7 +36,7 @@ stop:
 ## MariaDB, etcd and S3 servers (scripts/test-servers.sh; FUSE tests need root
 ## and /dev/fuse; pjdfstest, fsx and stress-ng run on mounts when installed)
 test: vet lint
-	scripts/test-servers.sh sh -c '$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS) && $(GO) test -count=1 -timeout 40m $(E2E_PKGS)'
+	scripts/test-servers.sh sh -c 'GO=$(GO); export GO; scripts/gotest.sh -race -count=1 -timeout 30m $(RACE_PKGS) && scripts/gotest.sh -count=1 -timeout 40m $(E2E_PKGS)'
 
 ## check: the fast edit loop: vet, staticcheck, and the unit tests under the
 ## race detector, with no servers (tests that need one skip) and no mounts

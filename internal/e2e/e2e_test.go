@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -74,15 +75,31 @@ func sluice(t *testing.T, args ...string) result {
 	return run(t, sluiceBin, args...)
 }
 
+// commandTimeout bounds one command that run runs. None takes a minute on
+// a healthy machine; one that hangs fails its own test, naming itself and
+// what it printed, instead of holding the package until go test's
+// -timeout ends it with a goroutine dump.
+const commandTimeout = 5 * time.Minute
+
 // run runs the program bin with args and returns its output and exit
-// code; it fails t when bin does not run at all.
+// code; it fails t when bin does not run at all or runs longer than
+// commandTimeout.
 func run(t *testing.T, bin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	// A child that outlives bin with its output (none should) cannot
+	// hold Wait past this.
+	cmd.WaitDelay = 10 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	r := result{stdout: out.String(), stderr: errb.String()}
+	if ctx.Err() != nil {
+		t.Fatalf("run %s %v: still running after %v, killed\nstdout: %s\nstderr: %s",
+			filepath.Base(bin), args, commandTimeout, r.stdout, r.stderr)
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
