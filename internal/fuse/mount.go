@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/mountinfo"
 	"github.com/sluicefs/sluice/internal/telemetry"
 	"github.com/sluicefs/sluice/internal/vfs"
 )
@@ -88,10 +89,15 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
 	}
 	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
-		srv.Unmount()
-		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
-	}
+	// NewServer returns once the kernel has the mount, so
+	// srv.WaitMount is not called: on Linux all it adds is go-fuse's
+	// poll probe, which opens a file on this very mount from this
+	// process. A process killed (kill -9, the OOM killer) while that
+	// file is open flushes it on exit to its own mount, whose serving
+	// threads are gone, and hangs unkillable, the mount with it, until
+	// the connection is aborted by hand. The kernel learns that Sluice
+	// has no poll from the first POLL request instead, which go-fuse
+	// answers with ENOSYS.
 	v.SetKernel(kernelCache{srv})
 	if opts.KernelReadahead > 0 {
 		if err := setKernelReadahead(mountPoint, opts.KernelReadahead); err != nil {
@@ -102,13 +108,20 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 }
 
 // setKernelReadahead sets the readahead of the mount's backing device
-// info, which FUSE caps at 128 KiB at mount time, through sysfs.
+// info, which FUSE caps at 128 KiB at mount time, through sysfs. It finds
+// the mount's device number in the mount table, not by stat: a request
+// from this process to its own mount hangs it for good if it is killed
+// while the request is being served.
 func setKernelReadahead(mountPoint string, bytes int) error {
-	var st unix.Stat_t
-	if err := unix.Stat(mountPoint, &st); err != nil {
-		return fmt.Errorf("stat %s: %w", mountPoint, err)
+	abs, err := filepath.Abs(mountPoint)
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", mountPoint, err)
 	}
-	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	m, ok := mountinfo.At(abs)
+	if !ok || m.Dev == "" {
+		return fmt.Errorf("%s is not in the mount table", abs)
+	}
+	path := fmt.Sprintf("/sys/class/bdi/%s/read_ahead_kb", m.Dev)
 	if err := os.WriteFile(path, []byte(strconv.Itoa(bytes>>10)), 0); err != nil {
 		return fmt.Errorf("set readahead: %w", err)
 	}

@@ -17,6 +17,7 @@ type Mount struct {
 	Point  string // where it is mounted
 	FSType string // "fuse.sluice" for a Sluice mount
 	Source string // "sluice:NAME" for a Sluice mount
+	Dev    string // its device number, "MAJOR:MINOR", as stat reports it
 }
 
 // SluiceVolume reports whether m is a Sluice mount, and its volume's name.
@@ -46,7 +47,7 @@ func Parse(r io.Reader) ([]Mount, error) {
 		if sep < 5 || sep+2 >= len(fields) {
 			continue
 		}
-		out = append(out, Mount{Point: unescape(fields[4]), FSType: fields[sep+1], Source: unescape(fields[sep+2])})
+		out = append(out, Mount{Point: unescape(fields[4]), FSType: fields[sep+1], Source: unescape(fields[sep+2]), Dev: fields[2]})
 	}
 	return out, sc.Err()
 }

@@ -33,14 +33,14 @@ func TestContaining(t *testing.T) {
 		path string
 		want Mount
 	}{
-		{"/tmp/bvm", Mount{"/tmp/bvm", "fuse.sluice", "sluice:bvol"}},
-		{"/tmp/bvm/a/b", Mount{"/tmp/bvm", "fuse.sluice", "sluice:bvol"}},
-		{"/tmp/bvm2", Mount{"/tmp/bvm2", "fuse.sluice", "sluice:other"}},
-		{"/tmp/bvmx", Mount{"/", "ext4", "/dev/vda"}},
-		{"/mnt/with space/x", Mount{"/mnt/with space", "fuse.sluice", "sluice:spaced"}},
-		{"/stack/x", Mount{"/stack", "tmpfs", "tmpfs"}}, // mounted over the Sluice mount
-		{"/stack/inner/y", Mount{"/stack/inner", "fuse.sshfs", "me@host:"}},
-		{"/", Mount{"/", "ext4", "/dev/vda"}},
+		{"/tmp/bvm", Mount{"/tmp/bvm", "fuse.sluice", "sluice:bvol", "0:39"}},
+		{"/tmp/bvm/a/b", Mount{"/tmp/bvm", "fuse.sluice", "sluice:bvol", "0:39"}},
+		{"/tmp/bvm2", Mount{"/tmp/bvm2", "fuse.sluice", "sluice:other", "0:40"}},
+		{"/tmp/bvmx", Mount{"/", "ext4", "/dev/vda", "253:0"}},
+		{"/mnt/with space/x", Mount{"/mnt/with space", "fuse.sluice", "sluice:spaced", "0:41"}},
+		{"/stack/x", Mount{"/stack", "tmpfs", "tmpfs", "0:43"}}, // mounted over the Sluice mount
+		{"/stack/inner/y", Mount{"/stack/inner", "fuse.sshfs", "me@host:", "0:44"}},
+		{"/", Mount{"/", "ext4", "/dev/vda", "253:0"}},
 	}
 	for _, tt := range tests {
 		if m, ok := containing(ms, tt.path); !ok || m != tt.want {
@@ -74,7 +74,7 @@ func TestSluiceVolume(t *testing.T) {
 		{"tmpfs", "sluice:vol", "", false},
 	}
 	for _, tt := range tests {
-		name, ok := Mount{"/m", tt.fsType, tt.source}.SluiceVolume()
+		name, ok := Mount{Point: "/m", FSType: tt.fsType, Source: tt.source}.SluiceVolume()
 		if name != tt.name || ok != tt.sluice {
 			t.Errorf("SluiceVolume(%s %s) = %q, %v; want %q, %v", tt.fsType, tt.source, name, ok, tt.name, tt.sluice)
 		}
