@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicefs/sluice/internal/testserver"
 )
@@ -107,12 +109,35 @@ func TestStressNG(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("stress-ng", "--temp-path", dir, "--class", "filesystem", "--seq", "1", "-t", "1",
+	// About 40 stressors of a second each; a hang (the fanotify
+	// stressor marks every mount on the host, so a hung mount anywhere
+	// stops it) fails here with the output instead of at go test's
+	// -timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "stress-ng", "--temp-path", dir, "--class", "filesystem", "--seq", "1", "-t", "1",
 		"--verify", "--exclude", "binderfs,verity,bind-mount")
 	cmd.Dir = v.dir
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	s := string(out)
+	if ctx.Err() != nil {
+		t.Fatalf("stress-ng still ran after 10 minutes, killed; other FUSE mounts on the host:\n%s\noutput:\n%s", fuseMounts(t), tail(s, 60))
+	}
 	if err != nil || !strings.Contains(s, "successful run completed") || strings.Contains(s, "fail") {
 		t.Fatalf("stress-ng failed (%v):\n%s\nmount log:\n%s", err, tail(s, 60), tail(readFile(t, v.log), 40))
 	}
+}
+
+// fuseMounts lists the FUSE mounts in the mount table, for a failure
+// that a hung mount elsewhere may explain.
+func fuseMounts(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, line := range strings.Split(readFile(t, "/proc/self/mounts"), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && strings.HasPrefix(f[2], "fuse") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
