@@ -246,6 +246,11 @@ func checkMountPoint(mp string) (string, error) {
 	if !fi.IsDir() {
 		return "", fmt.Errorf("mount point %s is not a directory", abs)
 	}
+	// The mount table names the directory with links resolved, as the
+	// kernel mounts it; so must every lookup there, here and once mounted.
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return "", fmt.Errorf("mount point %s: %w", mp, err)
+	}
 	if src, ok := mountedAt(abs); ok {
 		return "", fmt.Errorf("%s is already mounted (by %s): unmount it first", abs, src)
 	}

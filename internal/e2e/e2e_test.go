@@ -7,7 +7,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -15,10 +14,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluicefs/sluice/internal/mountinfo"
 	"github.com/sluicefs/sluice/internal/testserver"
 )
 
@@ -86,17 +87,12 @@ const commandTimeout = 5 * time.Minute
 // commandTimeout.
 func run(t *testing.T, bin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	// A child that outlives bin with its output (none should) cannot
-	// hold Wait past this.
-	cmd.WaitDelay = 10 * time.Second
+	cmd := exec.Command(bin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	expired, err := runWithin(cmd, commandTimeout)
 	r := result{stdout: out.String(), stderr: errb.String()}
-	if ctx.Err() != nil {
+	if expired {
 		t.Fatalf("run %s %v: still running after %v, killed\nstdout: %s\nstderr: %s",
 			filepath.Base(bin), args, commandTimeout, r.stdout, r.stderr)
 	}
@@ -349,17 +345,26 @@ func (v *volume) umount(t *testing.T) {
 func (v *volume) path(name string) string { return filepath.Join(v.mnt, name) }
 
 func mounted(path string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
+	_, ok := mountinfo.At(path)
+	return ok
+}
+
+// runWithin runs cmd, killing it once it has run for limit, and reports
+// whether it was killed so. A child of cmd that keeps its output open
+// holds Wait at most 10 s after cmd ends.
+func runWithin(cmd *exec.Cmd, limit time.Duration) (expired bool, err error) {
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		return false, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && f[4] == path {
-			return true
-		}
-	}
-	return false
+	var killed atomic.Bool
+	timer := time.AfterFunc(limit, func() {
+		killed.Store(true)
+		cmd.Process.Kill()
+	})
+	err = cmd.Wait()
+	timer.Stop()
+	return killed.Load(), err
 }
 
 func readFile(t *testing.T, path string) string {

@@ -118,7 +118,7 @@ func setKernelReadahead(mountPoint string, bytes int) error {
 		return fmt.Errorf("mount point %s: %w", mountPoint, err)
 	}
 	m, ok := mountinfo.At(abs)
-	if !ok || m.Dev == "" {
+	if !ok {
 		return fmt.Errorf("%s is not in the mount table", abs)
 	}
 	path := fmt.Sprintf("/sys/class/bdi/%s/read_ahead_kb", m.Dev)
