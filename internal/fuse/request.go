@@ -145,8 +145,15 @@ func (r *request) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// Err reports context.Canceled once Done is closed.
+// Err reports context.Canceled once Done is closed. Until the kernel has
+// interrupted the request, Done cannot be closed, so Err answers without
+// starting the watcher: the engine checks Err before every transaction.
 func (r *request) Err() error {
+	select {
+	case <-r.cancel:
+	default:
+		return nil
+	}
 	select {
 	case <-r.Done():
 		return context.Canceled

@@ -48,8 +48,8 @@ func (b bounded) View(ctx context.Context, fn func(store.Tx) error) error {
 }
 
 func (b bounded) run(ctx context.Context, fn func(store.Tx) error, tx func(context.Context, func(store.Tx) error) error) error {
-	bctx, cancel := context.WithTimeout(ctx, b.d)
-	defer cancel()
+	bctx, release := withDeadline(ctx, time.Now().Add(b.d))
+	defer release()
 	err := tx(bctx, fn)
 	if err == nil || ctx.Err() != nil || bctx.Err() == nil {
 		return err

@@ -158,6 +158,19 @@ func (p *connPool) wakeLocked(c *ownConn) bool {
 	return true
 }
 
+// joined is errors.Join of a transaction's error and its rollback's,
+// without the allocation when one of them is nil (a lookup of a missing
+// name ends with ENOENT and a clean rollback).
+func joined(err, rerr error) error {
+	switch {
+	case rerr == nil:
+		return err
+	case err == nil:
+		return rerr
+	}
+	return errors.Join(err, rerr)
+}
+
 // put gives c back, or closes it when err says it is broken or the pool
 // is closed.
 func (p *connPool) put(c *ownConn, err error) {
@@ -227,7 +240,7 @@ func (s *Store) runConn(ctx context.Context, fn func(store.Tx) error) (err error
 		if begun && !done {
 			_, rerr = c.c.ExecContext(ctx, "ROLLBACK")
 		}
-		s.conns.put(c, errors.Join(err, rerr))
+		s.conns.put(c, joined(err, rerr))
 	}()
 	if _, err := c.c.ExecContext(ctx, s.d.BeginWrite); err != nil {
 		return s.d.Describe(err)

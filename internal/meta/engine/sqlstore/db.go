@@ -442,7 +442,7 @@ func (s *Store) viewConn(ctx context.Context, c *ownConn, fn func(store.Tx) erro
 		if t.begun {
 			_, rerr = c.c.ExecContext(ctx, "ROLLBACK")
 		}
-		s.conns.putRead(c, errors.Join(err, rerr))
+		s.conns.putRead(c, joined(err, rerr))
 	}()
 	err = failed(fn(t), t.err)
 	return err

@@ -247,6 +247,11 @@ func (v *nodeScan) node() *store.Node {
 		Nlink: uint32(v[12]), Length: uint64(v[13]), Rdev: uint32(v[14]), Parent: store.Ino(v[15])}
 }
 
+// taggedScan holds a union's row: its tag, then a node's columns.
+type taggedScan [1 + len(nodeScan{})]int64
+
+func (v *taggedScan) dest() []any { return pointers(v[:]) }
+
 // nullNodeScan holds the columns of a node that an outer join may have
 // left NULL.
 type nullNodeScan [16]sql.NullInt64
@@ -369,18 +374,22 @@ func (t *tx) Lookup(parent store.Ino, name []byte) (*store.Node, store.Edge, *st
 // 80 µs against 23 for this), and a lazy read transaction with one
 // statement needs no BEGIN (see Store.view).
 func (t *tx) union(parent store.Ino, name []byte, follow bool) (*store.Node, store.Edge, *store.Node, error) {
-	q, args := nodeEdgeUnionSQL, []any{i64(parent), i64(parent), name}
+	p, n := any(i64(parent)), any(name) // boxed once
+	q, args := nodeEdgeUnionSQL, []any{p, p, n}
 	if follow {
-		q, args = lookupUnionSQL, append(args, i64(parent), name)
+		q, args = lookupUnionSQL, []any{p, p, n, p, n}
 	}
 	var dir, child *store.Node
 	var e store.Edge
+	// One buffer for the up to three rows: a lookup is the most frequent
+	// statement, and a fresh one per row cost five allocations a row.
+	var row taggedScan
+	dest := row.dest()
 	err := t.each(q, args, func(scan func(...any) error) error {
-		var tag int64
-		var v nodeScan
-		if err := scan(append([]any{&tag}, v.dest()...)...); err != nil {
+		if err := scan(dest...); err != nil {
 			return err
 		}
+		tag, v := row[0], (*nodeScan)(row[1:])
 		switch tag {
 		case 0:
 			dir = v.node()
