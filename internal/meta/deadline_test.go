@@ -8,7 +8,8 @@ import (
 )
 
 // TestDeadlineCtx: the lazy bound keeps the context package's contract
-// whichever of Err and Done is asked first, for each way it can end.
+// (Err, Done and Cause agree) whichever of Err and Done is asked first,
+// for each way it can end.
 func TestDeadlineCtx(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -71,6 +72,9 @@ func TestDeadlineCtx(t *testing.T) {
 			}
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Err = %v, want %v", err, tt.want)
+			}
+			if tt.want != nil && !errors.Is(context.Cause(c), tt.want) {
+				t.Fatalf("Cause = %v, want %v", context.Cause(c), tt.want)
 			}
 			if got := CredOf(c); got.Uid != 7 {
 				t.Fatalf("the parent's values are lost: %+v", got)
