@@ -44,10 +44,15 @@ type connPool struct {
 }
 
 // ownConn is a connection of a connPool and its prepared statements, by the
-// statement's text as written in this package.
+// statement's text as written in this package: on the driver's connection
+// (raw, see raw.go), or through database/sql when the driver lacks the
+// interfaces for that.
 type ownConn struct {
-	c     *sql.Conn
-	stmts map[string]*sql.Stmt
+	c       *sql.Conn
+	stmts   map[string]*sql.Stmt
+	raw     map[string]rawStmt
+	rawMode int  // rawUnknown, rawOn or rawOff
+	busy    bool // a raw statement's rows are being read
 }
 
 func newConnPool(db *sql.DB) *connPool {
@@ -205,6 +210,7 @@ func (p *connPool) close() {
 }
 
 func (c *ownConn) close() {
+	c.closeRaw()
 	for _, st := range c.stmts {
 		st.Close()
 	}

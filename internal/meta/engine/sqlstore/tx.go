@@ -123,6 +123,29 @@ func (t *tx) statement(q string, read bool) (statement, error) {
 	return text{t.tx, t.s.sql(q, lock)}, nil
 }
 
+// rawConn returns the connection to run the next statement on directly
+// (see raw.go), having begun a lazy read transaction as statement does,
+// or nil to run it through database/sql: the transaction is not on an
+// own connection, or its driver cannot.
+func (t *tx) rawConn() *ownConn {
+	c := t.conn
+	if c == nil || c.rawMode == rawOff || t.err != nil {
+		return nil
+	}
+	if !t.write {
+		if t.lazy {
+			t.lazy = false
+		} else if !t.begun {
+			if _, err := c.c.ExecContext(t.ctx, "BEGIN"); err != nil {
+				t.fail(err)
+				return nil
+			}
+			t.begun = true
+		}
+	}
+	return c
+}
+
 // query runs a SELECT.
 func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
 	if t.err != nil {
@@ -142,6 +165,22 @@ func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
 // row runs a SELECT of at most one row into dest and reports whether there
 // was one.
 func (t *tx) row(q string, args []any, dest ...any) (bool, error) {
+	if c := t.rawConn(); c != nil {
+		found := false
+		ran, err := c.rawQuery(t.ctx, q, t.s.sql(q, t.write), args, func(scan func(...any) error) error {
+			if found {
+				return nil
+			}
+			found = true
+			return scan(dest...)
+		})
+		if ran {
+			if err != nil {
+				return false, t.fail(err)
+			}
+			return found, nil
+		}
+	}
 	rows, err := t.query(q, args...)
 	if err != nil {
 		return false, err
@@ -162,6 +201,15 @@ func (t *tx) row(q string, args []any, dest ...any) (bool, error) {
 // each runs a SELECT and calls scan for every row with a function that
 // scans the row into its arguments.
 func (t *tx) each(q string, args []any, scan func(func(...any) error) error) error {
+	if c := t.rawConn(); c != nil {
+		ran, err := c.rawQuery(t.ctx, q, t.s.sql(q, t.write), args, scan)
+		if ran {
+			if err != nil {
+				return t.fail(err)
+			}
+			return nil
+		}
+	}
 	rows, err := t.query(q, args...)
 	if err != nil {
 		return err
@@ -189,6 +237,15 @@ func (t *tx) exec(q string, args ...any) int64 {
 		// silently.
 		t.err = errWriteInView
 		return 0
+	}
+	if c := t.rawConn(); c != nil {
+		n, ran, err := c.rawExec(t.ctx, q, t.s.sql(q, false), args)
+		if ran {
+			if err != nil {
+				t.fail(err)
+			}
+			return n
+		}
 	}
 	st, err := t.statement(q, false)
 	if err != nil {
