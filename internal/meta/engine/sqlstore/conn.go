@@ -53,6 +53,12 @@ type ownConn struct {
 	raw     map[string]rawStmt
 	rawMode int  // rawUnknown, rawOn or rawOff
 	busy    bool // a raw statement's rows are being read
+	// args and vals are the raw statements' buffers for arguments and a
+	// row's values, kept between statements: one statement at a time
+	// runs on a connection, and a driver keeps neither once its rows
+	// are closed.
+	args []driver.NamedValue
+	vals []driver.Value
 }
 
 func newConnPool(db *sql.DB) *connPool {

@@ -101,11 +101,11 @@ func (c *ownConn) rawQuery(ctx context.Context, q, sqlText string, args []any, r
 	if c.busy {
 		return true, errNested
 	}
-	var nbuf [8]driver.NamedValue
-	named, err := rawArgs(nbuf[:0], args)
+	named, err := rawArgs(c.args[:0], args)
 	if err != nil {
 		return true, err
 	}
+	c.args = named
 	err = c.c.Raw(func(dc any) error {
 		st, err := c.rawPrepared(ctx, dc, q, sqlText)
 		if err != nil {
@@ -117,13 +117,12 @@ func (c *ownConn) rawQuery(ctx context.Context, q, sqlText string, args []any, r
 		}
 		c.busy = true
 		defer func() { c.busy = false }()
-		var vbuf [24]driver.Value
-		vals := vbuf[:0]
-		if n := len(rows.Columns()); n <= len(vbuf) {
-			vals = vbuf[:n]
-		} else {
-			vals = make([]driver.Value, n)
+		n := len(rows.Columns())
+		if cap(c.vals) < n {
+			c.vals = make([]driver.Value, n)
 		}
+		vals := c.vals[:n]
+		clear(vals)
 		scan := func(dest ...any) error { return scanValues(dest, vals) }
 		for {
 			if err := rows.Next(vals); err != nil {
@@ -152,11 +151,11 @@ func (c *ownConn) rawExec(ctx context.Context, q, sqlText string, args []any) (n
 	if c.busy {
 		return 0, true, errNested
 	}
-	var nbuf [20]driver.NamedValue
-	named, err := rawArgs(nbuf[:0], args)
+	named, err := rawArgs(c.args[:0], args)
 	if err != nil {
 		return 0, true, err
 	}
+	c.args = named
 	err = c.c.Raw(func(dc any) error {
 		st, err := c.rawPrepared(ctx, dc, q, sqlText)
 		if err != nil {
