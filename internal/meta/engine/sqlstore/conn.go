@@ -250,11 +250,11 @@ func (s *Store) runConn(ctx context.Context, fn func(store.Tx) error) (err error
 	defer func() {
 		var rerr error
 		if begun && !done {
-			_, rerr = c.c.ExecContext(ctx, "ROLLBACK")
+			rerr = c.execText(ctx, "ROLLBACK")
 		}
 		s.conns.put(c, joined(err, rerr))
 	}()
-	if _, err := c.c.ExecContext(ctx, s.d.BeginWrite); err != nil {
+	if err := c.execText(ctx, s.d.BeginWrite); err != nil {
 		return s.d.Describe(err)
 	}
 	begun = true
@@ -262,7 +262,7 @@ func (s *Store) runConn(ctx context.Context, fn func(store.Tx) error) (err error
 	if err := failed(fn(t), t.err); err != nil {
 		return err
 	}
-	if _, err := c.c.ExecContext(ctx, "COMMIT"); err != nil {
+	if err := c.execText(ctx, "COMMIT"); err != nil {
 		return s.d.Describe(err)
 	}
 	done = true

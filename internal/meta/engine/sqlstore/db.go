@@ -440,7 +440,7 @@ func (s *Store) viewConn(ctx context.Context, c *ownConn, fn func(store.Tx) erro
 	defer func() {
 		var rerr error
 		if t.begun {
-			_, rerr = c.c.ExecContext(ctx, "ROLLBACK")
+			rerr = c.execText(ctx, "ROLLBACK")
 		}
 		s.conns.putRead(c, joined(err, rerr))
 	}()

@@ -172,6 +172,17 @@ func (c *ownConn) rawExec(ctx context.Context, q, sqlText string, args []any) (n
 	return n, ok, err
 }
 
+// execText runs q, a statement without arguments that controls the
+// transaction (BEGIN, COMMIT, ROLLBACK), on c: prepared on the driver's
+// connection like the others, rather than compiled at every transaction.
+func (c *ownConn) execText(ctx context.Context, q string) error {
+	if _, ok, err := c.rawExec(ctx, q, q, nil); ok {
+		return err
+	}
+	_, err := c.c.ExecContext(ctx, q)
+	return err
+}
+
 // settle turns errRawUnsupported into "not run" and remembers it, so that
 // the connection's statements run through database/sql from then on.
 func (c *ownConn) settle(err error) (bool, error) {

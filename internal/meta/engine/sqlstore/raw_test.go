@@ -117,6 +117,27 @@ func TestRawStatements(t *testing.T) {
 	if _, err := c.rawQuery(ctx, sel, sel, []any{int64(0)}, func(func(...any) error) error { n++; return nil }); err != nil || n != 3 {
 		t.Fatalf("select after an ended read: %d rows, %v", n, err)
 	}
+	// Transaction control runs prepared too: a rolled back insert is gone,
+	// a committed one stays.
+	for _, end := range []string{"ROLLBACK", "COMMIT"} {
+		if err := c.execText(ctx, "BEGIN IMMEDIATE"); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.rawExec(ctx, ins, ins, []any{int64(20), []byte(end)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.execText(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v []byte
+	const one = "SELECT v FROM t WHERE k = ?"
+	if _, err := c.rawQuery(ctx, one, one, []any{int64(20)}, func(scan func(...any) error) error { return scan(&v) }); err != nil || string(v) != "COMMIT" {
+		t.Fatalf("after a rollback and a commit: %q, %v", v, err)
+	}
+	if _, ok := c.raw["BEGIN IMMEDIATE"]; !ok {
+		t.Fatal("BEGIN IMMEDIATE was not prepared on the connection")
+	}
 	// A statement that does not compile fails and is not kept.
 	const bad = "SELECT nothing FROM nowhere"
 	if _, err := c.rawQuery(ctx, bad, bad, nil, func(func(...any) error) error { return nil }); err == nil {

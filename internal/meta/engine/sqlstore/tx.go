@@ -89,7 +89,7 @@ func (t *tx) statement(q string, read bool) (statement, error) {
 			if t.lazy {
 				t.lazy = false
 			} else if !t.begun {
-				if _, err := t.conn.c.ExecContext(t.ctx, "BEGIN"); err != nil {
+				if err := t.conn.execText(t.ctx, "BEGIN"); err != nil {
 					return nil, err
 				}
 				t.begun = true
@@ -136,7 +136,7 @@ func (t *tx) rawConn() *ownConn {
 		if t.lazy {
 			t.lazy = false
 		} else if !t.begun {
-			if _, err := c.c.ExecContext(t.ctx, "BEGIN"); err != nil {
+			if err := c.execText(t.ctx, "BEGIN"); err != nil {
 				t.fail(err)
 				return nil
 			}
