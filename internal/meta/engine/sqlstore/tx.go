@@ -85,15 +85,8 @@ func (s text) ExecContext(ctx context.Context, args ...any) (sql.Result, error) 
 // transaction runs alone; the second begins the transaction.
 func (t *tx) statement(q string, read bool) (statement, error) {
 	if t.conn != nil {
-		if !t.write {
-			if t.lazy {
-				t.lazy = false
-			} else if !t.begun {
-				if err := t.conn.execText(t.ctx, "BEGIN"); err != nil {
-					return nil, err
-				}
-				t.begun = true
-			}
+		if err := t.beginOnConn(); err != nil {
+			return nil, err
 		}
 		return t.conn.statement(t.ctx, q, t.s.sql(q, read && t.write)), nil
 	}
@@ -132,18 +125,29 @@ func (t *tx) rawConn() *ownConn {
 	if c == nil || c.rawMode == rawOff || t.err != nil {
 		return nil
 	}
-	if !t.write {
-		if t.lazy {
-			t.lazy = false
-		} else if !t.begun {
-			if err := c.execText(t.ctx, "BEGIN"); err != nil {
-				t.fail(err)
-				return nil
-			}
-			t.begun = true
-		}
+	if err := t.beginOnConn(); err != nil {
+		t.fail(err)
+		return nil
 	}
 	return c
+}
+
+// beginOnConn begins a lazy read transaction on t.conn at its second
+// statement: the first runs alone (see Store.view). Writes began theirs
+// in runConn.
+func (t *tx) beginOnConn() error {
+	if t.write || t.begun {
+		return nil
+	}
+	if t.lazy {
+		t.lazy = false
+		return nil
+	}
+	if err := t.conn.execText(t.ctx, "BEGIN"); err != nil {
+		return err
+	}
+	t.begun = true
+	return nil
 }
 
 // query runs a SELECT.
