@@ -21,6 +21,7 @@ import (
 	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/fuse"
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/procs"
 	"github.com/sluicefs/sluice/internal/vfs"
 	"github.com/sluicefs/sluice/internal/volume"
 )
@@ -309,6 +310,11 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	// One P while requests come one at a time, all of them under load
+	// (see package procs). It starts after the server, which sizes its
+	// pool of readers to the maximum.
+	sched := procs.Start(0, log)
+	defer sched.Stop()
 	log.Info("volume mounted", "volume", f.Name, "mountpoint", mp, "meta", vol.Store().Name(), "pid", os.Getpid())
 	if os.Getenv(readyFdEnv) == "" {
 		fmt.Printf("Volume %s mounted at %s; press Ctrl-C or run `sluice umount %s` to unmount.\n", f.Name, mp, mp)
