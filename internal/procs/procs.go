@@ -12,15 +12,18 @@
 // such wake-up costs tens of microseconds and the CPU time of the spin.
 // On one P the goroutine that read a request answers it and reads the
 // next on the same thread, and nothing else wakes. Measured on a 2-vCPU
-// machine (docs/benchmarks.md, "One P"): a create loop on SQLite ran at
-// 4,300 creates/s with two Ps and 7,700-10,000 with one, and the mount
-// spent 168 µs of CPU per create with two against 75 with one.
+// machine (docs/benchmarks.md, "Where things stand: one P"): a create
+// loop on SQLite ran at 4,300 creates/s with two Ps and 7,700-10,000 with
+// one, and the mount spent 168 µs of CPU per create with two against 75
+// with one.
 //
 // One P caps the Go code at one CPU: compression, checksums and many
 // clients at once need more. So the controller samples the process's CPU
-// time (getrusage) every Interval and moves between one P and Max (see
-// policy): up as soon as the process uses about a whole CPU, down once
-// it has used well under one for a while.
+// time (getrusage) every Interval and moves between one P and the maximum
+// it was started with (see policy): up as soon as the process uses about
+// a whole CPU, down once it has used well under one for a while. The
+// maximum is read once, at Start: calling runtime.GOMAXPROCS ends the
+// runtime's own updates of it when the process's CPU quota changes.
 //
 // A process started with GOMAXPROCS in its environment keeps what it was
 // given: Start returns a controller that changes nothing.
