@@ -20,15 +20,8 @@ type policy struct {
 	max   int
 	procs int
 
-	upCPU, downCPU float64
-	upFor          time.Duration
-	minHold        time.Duration
-	maxHold        time.Duration
-	flapWithin     time.Duration
-
 	hold    time.Duration // how long the load must stay low on max Ps
-	window  []sample      // the latest samples, newest last, at most max(upFor, hold) of them
-	since   time.Duration // time in the current state
+	window  []sample      // the samples since the last change, newest last, at most max(upFor, hold) of them
 	downAgo time.Duration // time since the last step down (-1: none yet)
 }
 
@@ -43,47 +36,40 @@ const (
 )
 
 func newPolicy(max int) *policy {
-	return &policy{
-		max: max, procs: 1,
-		upCPU: upCPU, downCPU: downCPU, upFor: upFor,
-		minHold: minHold, maxHold: maxHold, flapWithin: flapWithin,
-		hold: minHold, downAgo: -1,
-	}
+	return &policy{max: max, procs: 1, hold: minHold, downAgo: -1}
 }
 
 // step takes the next sample and returns the number of Ps to run with.
+// The window holds only samples since the last change, so a window that
+// spans a duration also says the policy has been in its state that long.
 func (p *policy) step(s sample) int {
 	if s.dt <= 0 {
 		return p.procs
 	}
 	p.window = append(p.window, s)
-	p.since += s.dt
 	if p.downAgo >= 0 {
 		p.downAgo += s.dt
 	}
-	p.trim(max(p.upFor, p.hold))
-	switch {
-	case p.procs == 1:
-		if p.downAgo >= p.flapWithin {
-			p.hold = p.minHold
+	p.trim(max(upFor, p.hold))
+	if p.procs == 1 {
+		if p.downAgo >= flapWithin {
+			p.hold = minHold
 		}
-		if cpu, full := p.cpuOver(p.upFor); full && cpu >= p.upCPU {
-			if p.downAgo >= 0 && p.downAgo < p.flapWithin {
-				p.hold = min(2*p.hold, p.maxHold)
+		if cpu, full := p.cpuOver(upFor); full && cpu >= upCPU {
+			if p.downAgo >= 0 && p.downAgo < flapWithin {
+				p.hold = min(2*p.hold, maxHold)
 			}
 			p.set(p.max)
 		}
-	case p.since >= p.hold:
-		if cpu, full := p.cpuOver(p.hold); full && cpu < p.downCPU {
-			p.set(1)
-			p.downAgo = 0
-		}
+	} else if cpu, full := p.cpuOver(p.hold); full && cpu < downCPU {
+		p.set(1)
+		p.downAgo = 0
 	}
 	return p.procs
 }
 
 func (p *policy) set(n int) {
-	p.procs, p.since = n, 0
+	p.procs = n
 	p.window = p.window[:0]
 }
 

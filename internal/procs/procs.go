@@ -63,23 +63,22 @@ func Start(max int, log *slog.Logger) *Controller {
 	if max <= 0 {
 		max = runtime.GOMAXPROCS(0)
 	}
-	c := &Controller{max: max, log: log, next: newReader().next, set: func(n int) { runtime.GOMAXPROCS(n) }}
-	c.procs.Store(int32(runtime.GOMAXPROCS(0)))
+	c := newController(max, log, newReader().next, func(n int) { runtime.GOMAXPROCS(n) })
 	if max == 1 || os.Getenv("GOMAXPROCS") != "" {
-		c.stop, c.done = make(chan struct{}), make(chan struct{})
 		close(c.done)
 		return c
 	}
 	t := time.NewTicker(Interval)
-	c.start(t.C, t.Stop)
+	go c.run(t.C, t.Stop)
 	return c
 }
 
-// start runs the controller on the ticks of tick; stopTick is called
-// when it ends.
-func (c *Controller) start(tick <-chan time.Time, stopTick func()) {
-	c.stop, c.done = make(chan struct{}), make(chan struct{})
-	go c.run(tick, stopTick)
+// newController returns a controller of max Ps over a process read by
+// next and resized by set, not yet running.
+func newController(max int, log *slog.Logger, next func() sample, set func(int)) *Controller {
+	c := &Controller{max: max, log: log, next: next, set: set, stop: make(chan struct{}), done: make(chan struct{})}
+	c.procs.Store(int32(runtime.GOMAXPROCS(0)))
+	return c
 }
 
 // Procs is the number of Ps the process runs with now.
@@ -91,6 +90,8 @@ func (c *Controller) Stop() {
 	<-c.done
 }
 
+// run runs the controller on the ticks of tick; stopTick is called when
+// it ends.
 func (c *Controller) run(tick <-chan time.Time, stopTick func()) {
 	defer close(c.done)
 	defer stopTick()

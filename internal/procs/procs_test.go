@@ -36,9 +36,9 @@ func (f *fakeProcess) load(cores float64) {
 func fakeController(t *testing.T, f *fakeProcess, max int) (*Controller, func(n int)) {
 	t.Helper()
 	tick := make(chan time.Time)
-	c := &Controller{max: max, next: f.next, set: f.set}
+	c := newController(max, nil, f.next, f.set)
 	stopped := make(chan struct{})
-	c.start(tick, func() { close(stopped) })
+	go c.run(tick, func() { close(stopped) })
 	t.Cleanup(func() {
 		c.Stop()
 		<-stopped
