@@ -45,19 +45,25 @@ func needsAtime(mode string, n *Attr, now time.Time) bool {
 	return false
 }
 
+// RecordsAtime reports whether the mount's atime mode records reads at
+// all: false for noatime and on a read-only mount.
+func (c *Client) RecordsAtime() bool {
+	return !c.conf.ReadOnly && c.conf.AtimeMode != AtimeNone && c.conf.AtimeMode != ""
+}
+
 // TouchAtime records an access to ino (a read of a file or a listing of a
 // directory) according to the mount's atime mode. a is the attributes the
 // caller holds, to skip the transaction when the mode says no.
 func (c *Client) TouchAtime(ctx context.Context, ino Ino, a *Attr) error {
-	c.recent.forget(ino) // see recentDirs: before, and after the change commits
-	defer c.recent.forget(ino)
-	if c.conf.ReadOnly || c.conf.AtimeMode == AtimeNone || c.conf.AtimeMode == "" {
+	if !c.RecordsAtime() {
 		return nil
 	}
 	now := c.conf.Now()
 	if a != nil && !needsAtime(c.conf.AtimeMode, a, now) {
 		return nil
 	}
+	c.recent.forget(ino) // see recentDirs: before, and after the change commits
+	defer c.recent.forget(ino)
 	return c.st.Update(ctx, func(tx store.Tx) error {
 		n, err := node(tx, ino)
 		if err != nil {

@@ -248,6 +248,13 @@ func (f *openFile) applyHeld(ctx context.Context) error {
 	return nil
 }
 
+// holds reports whether attribute changes are held back on f.
+func (f *openFile) holds() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.mu.held) > 0
+}
+
 // takeHeld takes the held-back changes, for a commit to apply.
 func (f *openFile) takeHeld() []meta.AttrChange {
 	f.mu.Lock()
@@ -482,7 +489,17 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 	// new mtime or length (FUSE_AUTO_INVAL_DATA): so its pages are this
 	// version's, and re-reading an unchanged file need not come here.
 	keep := flags&syscall.O_TRUNC == 0 && !stalePages
-	fh := v.addHandle(&handle{ino: ino, flags: flags, file: f, keep: keep})
+	h := &handle{ino: ino, flags: flags, file: f, keep: keep}
+	if keep && flags&syscall.O_ACCMODE != syscall.O_WRONLY {
+		// The kernel may serve every read of this open from its pages,
+		// so no read may come here to count as the access: the open
+		// counts instead, judged on the attributes it found (in the
+		// default noatime mode, or when relatime says no, this costs
+		// nothing).
+		h.read.Store(true)
+		v.touchAtime(ctx, ino, f, a)
+	}
+	fh := v.addHandle(h)
 	if flags&syscall.O_TRUNC != 0 && a.Length > 0 {
 		if a, err = v.SetAttr(ctx, ino, meta.SetSize|meta.SetViaHandle, &meta.Attr{}); err != nil {
 			v.Release(ctx, fh, 0)
@@ -885,5 +902,24 @@ func (v *VFS) accessed(ctx context.Context, h *handle) {
 	if h.read.Swap(true) {
 		return
 	}
-	v.meta.TouchAtime(ctx, h.ino, nil)
+	v.touchAtime(ctx, h.ino, h.file, nil)
+}
+
+// touchAtime records an access to ino, open as f (nil for a directory),
+// whose attributes are a (nil: the engine's). Attribute changes held back
+// on f were asked for before the access (a utimes after a write, then a
+// read): they land first, or they would overwrite its atime when they do.
+func (v *VFS) touchAtime(ctx context.Context, ino meta.Ino, f *openFile, a *meta.Attr) {
+	if !v.meta.RecordsAtime() {
+		return
+	}
+	if f != nil && f.holds() {
+		if err := f.flush(ctx); err != nil {
+			f.log().Warn("apply held-back attribute changes before an access", "ino", ino, "err", err)
+		}
+		a = nil
+	}
+	if err := v.meta.TouchAtime(ctx, ino, a); err != nil {
+		v.log().Debug("record an access time", "ino", ino, "err", err)
+	}
 }

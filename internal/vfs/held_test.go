@@ -207,3 +207,39 @@ func TestHeldAttrsRaceRelease(t *testing.T) {
 		t.Fatalf("another mount sees mode %o after a change of the closed file, want 600", got)
 	}
 }
+
+// TestHeldAttrsBeforeAccess checks that an access recorded while changes
+// are held back on its file lands after them: a utimes made while a
+// writer still has the file open, then an open for reading (which
+// records the access, as the kernel may serve its reads from its pages),
+// must leave the access's atime, not the utimes'.
+func TestHeldAttrsBeforeAccess(t *testing.T) {
+	const old = 1000 // before the file's mtime, so relatime updates
+	for _, mode := range []string{meta.AtimeRelative, meta.AtimeStrict} {
+		t.Run(mode, func(t *testing.T) {
+			vol := newVolume(t, 0)
+			a := vol.mountWith(t, meta.Config{AtimeMode: mode})
+			ino := a.create(t, "f", []byte("data"))
+			w := a.open(t, ino) // the writer, still open
+			if _, err := a.SetAttr(as(1), ino, meta.SetAtime|meta.SetMtime, &meta.Attr{Atime: old, Mtime: old + 1000}); err != nil {
+				t.Fatal(err)
+			}
+			_, r, err := a.Open(as(1), ino, syscall.O_RDONLY)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(a.read(t, r, 4)); got != "data" {
+				t.Errorf("read %q", got)
+			}
+			a.close(t, r)
+			a.close(t, w)
+			got := attrOf(t, a, ino)
+			if got.Atime == old {
+				t.Errorf("atime %d after an open for reading that followed the utimes: the held utimes landed after the access", got.Atime)
+			}
+			if got.Mtime != old+1000 {
+				t.Errorf("mtime %d, want the utimes' %d", got.Mtime, old+1000)
+			}
+		})
+	}
+}

@@ -30,7 +30,10 @@ type Meta interface {
 	PreviewAttr(ctx context.Context, a *meta.Attr, mask uint32, in *meta.Attr) (*meta.Attr, bool)
 	ApplyAttrChanges(ctx context.Context, ino meta.Ino, changes []meta.AttrChange) (*meta.Attr, error)
 	Access(ctx context.Context, ino meta.Ino, mask uint32) error
+	// TouchAtime records a read of ino as the mount's atime mode says;
+	// RecordsAtime tells whether the mode records any (not noatime).
 	TouchAtime(ctx context.Context, ino meta.Ino, a *meta.Attr) error
+	RecordsAtime() bool
 	StatFS(ctx context.Context) (meta.StatFS, error)
 
 	// Changes of the namespace.

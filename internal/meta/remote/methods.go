@@ -169,10 +169,15 @@ func (c *Client) Access(ctx context.Context, ino meta.Ino, mask uint32) error {
 	}, nil, nil)
 }
 
+// RecordsAtime reports whether the session's atime mode records reads.
+func (c *Client) RecordsAtime() bool {
+	return c.atime != "" && c.atime != meta.AtimeNone
+}
+
 // TouchAtime updates the access time of ino as the atime mode says; in
 // the default mode (none) it has nothing to do and sends nothing.
 func (c *Client) TouchAtime(ctx context.Context, ino meta.Ino, a *meta.Attr) error {
-	if c.atime == "" || c.atime == meta.AtimeNone {
+	if !c.RecordsAtime() {
 		return nil
 	}
 	defer c.begin(nodes(ino))()
