@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/sluicefs/sluice/internal/object"
 )
 
 // readBlock fills p with the bytes of block index of slice id (size bytes
@@ -14,8 +16,9 @@ import (
 //     (readahead), which fills the caches;
 //   - the disk cache, reading and checking only the pages p covers;
 //   - with RangedReads, a ranged GET of just p from the object store,
-//     starting a background fetch of the whole block when Prefetch allows,
-//     so that neighbouring reads find it cached;
+//     starting a background fetch of the whole block when Prefetch allows
+//     (with PrefetchCold, only when the GET had to read the disk), so
+//     that neighbouring reads find it cached;
 //   - otherwise the whole block from the object store.
 //
 // With v not nil, the bytes of a whole block in memory are not copied:
@@ -36,12 +39,19 @@ func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, of
 			return nil
 		}
 		if s.conf.RangedReads {
-			if s.conf.Prefetch > 0 {
+			rctx, cold := ctx, false
+			switch {
+			case s.conf.Prefetch > 0 && s.conf.PrefetchCold:
+				rctx = object.ReportCold(ctx, &cold) // decided by the read
+			case s.conf.Prefetch > 0:
 				s.prefetch.whole(id, size, index)
 			}
 			s.reads.add(fromObjects)
-			if err := s.readRange(ctx, key, off, p); err != nil {
+			if err := s.readRange(rctx, key, off, p); err != nil {
 				return err
+			}
+			if cold {
+				s.prefetch.whole(id, size, index)
 			}
 			v.add(p)
 			return nil

@@ -97,6 +97,14 @@ type Config struct {
 	// serves ranges cheaply: not through compression or encryption, which
 	// must fetch whole objects anyway.
 	RangedReads bool
+	// PrefetchCold, with a bucket on this host (RangedReads set), lets a
+	// random read fetch its block whole only when the bucket had to read
+	// its bytes from the disk (object.ReportCold): one read of the block
+	// then saves the disk many small ones. When the bucket's file is in
+	// the page cache, a small read of it costs about what a cache hit
+	// does, and a copy of the whole block would cost as much as hundreds
+	// of them.
+	PrefetchCold bool
 }
 
 // memoryOnly reports whether the configuration has no disk cache.

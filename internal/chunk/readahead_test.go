@@ -17,6 +17,10 @@ type getLog struct {
 	mu     sync.Mutex
 	keys   []string
 	ranges [][2]int64 // offset and limit of each Get
+	// cold makes ranged Gets under object.ReportCold report that their
+	// bytes came from the disk, as the local directory's do when its
+	// file is not in the page cache.
+	cold bool
 }
 
 func (g *getLog) Get(ctx context.Context, key string, off, limit int64) (io.ReadCloser, error) {
@@ -24,6 +28,9 @@ func (g *getLog) Get(ctx context.Context, key string, off, limit int64) (io.Read
 	g.keys = append(g.keys, key)
 	g.ranges = append(g.ranges, [2]int64{off, limit})
 	g.mu.Unlock()
+	if c := object.ColdReport(ctx); c != nil && g.cold {
+		*c = true
+	}
 	return g.Store.Get(ctx, key, off, limit)
 }
 
@@ -118,18 +125,21 @@ func TestSmallReads(t *testing.T) {
 	tests := []struct {
 		name string
 		conf Config
+		cold bool // the store reports reading the disk
 		// wantFirst is the (offset, limit) of the read's own Get.
 		wantFirst [2]int64
 		// wantWhole: a whole-block fetch follows in the background.
 		wantWhole bool
 	}{
-		{"whole block without ranged reads", Config{}, [2]int64{0, -1}, false},
-		{"ranged read, no prefetch", Config{RangedReads: true}, [2]int64{1000, n}, false},
-		{"ranged read, then the whole block", Config{RangedReads: true, Prefetch: 1}, [2]int64{1000, n}, true},
+		{"whole block without ranged reads", Config{}, false, [2]int64{0, -1}, false},
+		{"ranged read, no prefetch", Config{RangedReads: true}, false, [2]int64{1000, n}, false},
+		{"ranged read, then the whole block", Config{RangedReads: true, Prefetch: 1}, false, [2]int64{1000, n}, true},
+		{"local bucket, bytes in memory", Config{RangedReads: true, Prefetch: 1, PrefetchCold: true}, false, [2]int64{1000, n}, false},
+		{"local bucket, bytes from the disk", Config{RangedReads: true, Prefetch: 1, PrefetchCold: true}, true, [2]int64{1000, n}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			log := &getLog{Store: e.obj}
+			log := &getLog{Store: e.obj, cold: tt.cold}
 			tt.conf.BlockSize = testBlockSize
 			s := New(log, tt.conf)
 			p := make([]byte, n)
@@ -146,6 +156,10 @@ func TestSmallReads(t *testing.T) {
 				t.Fatalf("Gets %q %v, want the read's own %s %v", keys, ranges, key, tt.wantFirst)
 			}
 			if !tt.wantWhole {
+				time.Sleep(50 * time.Millisecond) // time for a wrong prefetch to show
+				log.mu.Lock()
+				keys = slices.Clone(log.keys)
+				log.mu.Unlock()
 				if len(keys) != 1 {
 					t.Fatalf("Gets %q, want only the read's own", keys)
 				}

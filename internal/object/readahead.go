@@ -18,3 +18,22 @@ func IsReadAhead(ctx context.Context) bool {
 	v, _ := ctx.Value(readAheadKey{}).(bool)
 	return v
 }
+
+type coldKey struct{}
+
+// ReportCold returns a context under which a ranged Get of a store that
+// reads from a local device tells through *cold whether its bytes had to
+// come from the device: it sets *cold when they were not all in memory
+// (the page cache), or when it cannot tell. The local directory reports
+// it; stores that keep objects in memory never set it, and remote stores
+// ignore it, so only a caller that knows its bucket is local asks.
+// Decorators pass the context on.
+func ReportCold(ctx context.Context, cold *bool) context.Context {
+	return context.WithValue(ctx, coldKey{}, cold)
+}
+
+// ColdReport returns the flag a Get under ReportCold sets, or nil.
+func ColdReport(ctx context.Context) *bool {
+	v, _ := ctx.Value(coldKey{}).(*bool)
+	return v
+}

@@ -209,6 +209,7 @@ func chunkConfig(f *meta.Format, opts *Options) chunk.Config {
 	c.RangedReads = plainBlocks(f)
 	c.CachePartialOnly = c.CachePartialOnly || localStorage(f.Storage)
 	c.FetchToMemory = localStorage(f.Storage) && c.RangedReads
+	c.PrefetchCold = c.FetchToMemory
 	if c.Logger == nil {
 		c.Logger = opts.logger()
 	}

@@ -154,8 +154,47 @@ func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadC
 	if limit < 0 {
 		limit = math.MaxInt64 - off
 	}
+	if cold := object.ColdReport(ctx); cold != nil {
+		return &coldReader{f: f, off: off, end: min(fi.Size(), off+limit), cold: cold}, nil
+	}
 	return readCloser{io.NewSectionReader(f, off, limit), f}, nil
 }
+
+// coldReader reads the range [off, end) of f for a Get under
+// object.ReportCold: each read first takes only what the page cache holds
+// (preadv2 with RWF_NOWAIT); when that falls short, or the kernel cannot
+// tell, it sets *cold and reads the rest from the disk.
+type coldReader struct {
+	f        *os.File
+	off, end int64
+	cold     *bool
+}
+
+func (r *coldReader) Read(p []byte) (int, error) {
+	if r.off >= r.end {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), r.end-r.off)]
+	if !*r.cold {
+		n, err := unix.Preadv2(int(r.f.Fd()), [][]byte{p}, r.off, unix.RWF_NOWAIT)
+		if n > 0 {
+			r.off += int64(n)
+			return n, nil
+		}
+		if err == nil { // n == 0: the file ended before its size said
+			return 0, io.ErrUnexpectedEOF
+		}
+		*r.cold = true // EAGAIN: not in the page cache; or no RWF_NOWAIT here
+	}
+	n, err := r.f.ReadAt(p, r.off)
+	r.off += int64(n)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+func (r *coldReader) Close() error { return r.f.Close() }
 
 // readCloser pairs a section of a file with the file's Close.
 type readCloser struct {
