@@ -160,7 +160,7 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers (writers wait when it is used up) and, as much again, for the in-memory block cache (a plain number is MiB)")
 	fl.IntVar(&o.maxUploads, "max-uploads", o.maxUploads, "number of blocks uploaded concurrently")
 	fl.Var(sizeValue{&o.maxReadahead, 1 << 20}, "max-readahead", "largest readahead window of one sequential reader (a plain number is MiB; 0 disables readahead)")
-	fl.IntVar(&o.prefetch, "prefetch", o.prefetch, "blocks a random read may fetch whole in the background, concurrently (0: fetch only the bytes read)")
+	fl.IntVar(&o.prefetch, "prefetch", o.prefetch, "blocks a random read may fetch whole in the background, concurrently (0: fetch only the bytes read; on a local bucket, only reads that had to wait for its disk fetch)")
 	fl.IntVar(&o.maxDownloads, "max-downloads", o.maxDownloads, "number of blocks downloaded concurrently")
 	fl.Int64Var(&o.uploadLimit, "upload-limit", 0, "bandwidth limit of uploads in Mbps (0: the volume's setting, else unlimited)")
 	fl.Int64Var(&o.downloadLimit, "download-limit", 0, "bandwidth limit of downloads in Mbps (0: the volume's setting, else unlimited)")
