@@ -225,8 +225,17 @@ func (f *openFile) flush(ctx context.Context) error {
 }
 
 // applyHeld applies the held-back attribute changes in one transaction,
-// each with its caller's credentials.
+// each with its caller's credentials. A cancelled ctx does not cut the
+// transaction short: the request that asked may have given up, but the
+// changes it was told were made must still land.
 func (f *openFile) applyHeld(ctx context.Context) error {
+	return f.applyHeldIn(context.WithoutCancel(ctx))
+}
+
+// applyHeldIn is applyHeld within ctx: VFS.Close gives up with it, as a
+// mount told to stop on a stalled engine does (the changes are then lost
+// with the buffered writes that could not commit either).
+func (f *openFile) applyHeldIn(ctx context.Context) error {
 	f.mu.Lock()
 	if f.mu.heldTimer != nil {
 		f.mu.heldTimer.Stop()
@@ -237,7 +246,7 @@ func (f *openFile) applyHeld(ctx context.Context) error {
 	if len(held) == 0 {
 		return nil
 	}
-	a, err := f.meta.ApplyAttrChanges(context.WithoutCancel(ctx), f.ino, held)
+	a, err := f.meta.ApplyAttrChanges(ctx, f.ino, held)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {

@@ -1,10 +1,12 @@
 package vfs
 
 import (
+	"context"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/meta"
 )
 
@@ -241,5 +243,63 @@ func TestHeldAttrsBeforeAccess(t *testing.T) {
 				t.Errorf("mtime %d, want the utimes' %d", got.Mtime, old+1000)
 			}
 		})
+	}
+}
+
+// stalledApply is a metadata client whose ApplyAttrChanges does not
+// answer until its caller gives up or the test ends, as over an engine
+// that stopped answering.
+type stalledApply struct {
+	Meta
+	end chan struct{}
+}
+
+func (s stalledApply) ApplyAttrChanges(ctx context.Context, ino meta.Ino, changes []meta.AttrChange) (*meta.Attr, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.end:
+		return nil, syscall.EIO
+	}
+}
+
+// TestCloseGivesUpHeldAttrs checks that Close, told to give up (a mount
+// stopping on a stalled engine after a signal), does not wait for the
+// held-back changes of an open file to reach the engine.
+func TestCloseGivesUpHeldAttrs(t *testing.T) {
+	vol := newVolume(t, 0)
+	bg := context.Background()
+	c, err := meta.NewClient(bg, vol.st, meta.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := chunk.New(vol.obj, chunk.Config{BlockSize: 64 << 10})
+	end := make(chan struct{})
+	v := New(stalledApply{Meta: c, end: end}, s, Config{})
+	v.SetKernel(&fakeKernel{})
+	t.Cleanup(func() {
+		close(end)
+		s.Close(bg)
+		c.Close(bg)
+	})
+	a, fh, err := v.Create(as(1), meta.RootIno, []byte("f"), 0o644, 0, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.SetAttr(as(1), a.Ino, meta.SetMode, &meta.Attr{Mode: 0o600}); err != nil {
+		t.Fatal(err)
+	}
+	_ = fh // left open: the change stays held
+	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	defer cancel()
+	closed := make(chan error, 1)
+	go func() { closed <- v.Close(ctx) }()
+	select {
+	case err := <-closed:
+		if err == nil {
+			t.Errorf("Close gave up on a held change and reported no error")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close still waits for the stalled engine 30 s after its context ended")
 	}
 }

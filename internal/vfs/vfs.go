@@ -515,7 +515,8 @@ func (v *VFS) RemoveXattr(ctx context.Context, ino meta.Ino, name string) error 
 	return v.meta.RemoveXattr(ctx, ino, name)
 }
 
-// Close commits every buffered write of every open file and stops
+// Close commits every buffered write and held-back attribute change of
+// every open file, giving up on the changes when ctx ends, and stops
 // background work.
 func (v *VFS) Close(ctx context.Context) error {
 	v.stop()
@@ -527,7 +528,11 @@ func (v *VFS) Close(ctx context.Context) error {
 	v.mu.Unlock()
 	var first error
 	for _, f := range files {
-		if err := f.flush(ctx); err != nil && first == nil {
+		err := f.writer.Flush(ctx)
+		if err == nil {
+			err = f.applyHeldIn(ctx)
+		}
+		if err != nil && first == nil {
 			first = err
 		}
 	}
