@@ -31,8 +31,9 @@ func ParseAtimeMode(s string) (string, error) {
 	return "", fmt.Errorf("invalid atime mode %q (use noatime, relatime or strictatime)", s)
 }
 
-// needsAtime applies the mode's rule to n at time now.
-func needsAtime(mode string, n *Attr, now time.Time) bool {
+// AtimeDue reports whether mode records an access at time now to a node
+// whose attributes are n.
+func AtimeDue(mode string, n *Attr, now time.Time) bool {
 	switch mode {
 	case AtimeStrict:
 		return true
@@ -59,7 +60,7 @@ func (c *Client) TouchAtime(ctx context.Context, ino Ino, a *Attr) error {
 		return nil
 	}
 	now := c.conf.Now()
-	if a != nil && !needsAtime(c.conf.AtimeMode, a, now) {
+	if a != nil && !AtimeDue(c.conf.AtimeMode, a, now) {
 		return nil
 	}
 	c.recent.forget(ino) // see recentDirs: before, and after the change commits
@@ -69,7 +70,7 @@ func (c *Client) TouchAtime(ctx context.Context, ino Ino, a *Attr) error {
 		if err != nil {
 			return err
 		}
-		if n.Flags&FlagImmutable != 0 || !needsAtime(c.conf.AtimeMode, n, now) {
+		if n.Flags&FlagImmutable != 0 || !AtimeDue(c.conf.AtimeMode, n, now) {
 			return nil
 		}
 		n.Atime, n.Atimensec = now.Unix(), uint32(now.Nanosecond())

@@ -22,8 +22,8 @@ func TestNeedsAtime(t *testing.T) {
 		{"relatime: a day old", AtimeRelative, attr(1_000_000-86401, 1, 1), true},
 	}
 	for _, c := range cases {
-		if got := needsAtime(c.mode, c.a, now); got != c.want {
-			t.Errorf("%s: needsAtime = %v, want %v", c.name, got, c.want)
+		if got := AtimeDue(c.mode, c.a, now); got != c.want {
+			t.Errorf("%s: AtimeDue = %v, want %v", c.name, got, c.want)
 		}
 	}
 	if _, err := ParseAtimeMode("sometimes"); err == nil {

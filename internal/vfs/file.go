@@ -216,12 +216,17 @@ func (f *openFile) overlayAttr(a *meta.Attr) {
 }
 
 // flush commits the buffered writes, then the attribute changes held
-// back that no commit took along.
+// back that no commit took along (to the end, see applyHeld).
 func (f *openFile) flush(ctx context.Context) error {
+	return f.flushIn(ctx, context.WithoutCancel(ctx))
+}
+
+// flushIn is flush with the held changes applied within heldCtx.
+func (f *openFile) flushIn(ctx, heldCtx context.Context) error {
 	if err := f.writer.Flush(ctx); err != nil {
 		return err
 	}
-	return f.applyHeld(ctx)
+	return f.applyHeldIn(heldCtx)
 }
 
 // applyHeld applies the held-back attribute changes in one transaction,

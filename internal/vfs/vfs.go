@@ -528,11 +528,7 @@ func (v *VFS) Close(ctx context.Context) error {
 	v.mu.Unlock()
 	var first error
 	for _, f := range files {
-		err := f.writer.Flush(ctx)
-		if err == nil {
-			err = f.applyHeldIn(ctx)
-		}
-		if err != nil && first == nil {
+		if err := f.flushIn(ctx, ctx); err != nil && first == nil {
 			first = err
 		}
 	}

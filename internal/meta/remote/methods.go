@@ -175,9 +175,10 @@ func (c *Client) RecordsAtime() bool {
 }
 
 // TouchAtime updates the access time of ino as the atime mode says; in
-// the default mode (none) it has nothing to do and sends nothing.
+// the default mode (none), or when a, the attributes the caller holds,
+// show that the mode records nothing, it sends nothing.
 func (c *Client) TouchAtime(ctx context.Context, ino meta.Ino, a *meta.Attr) error {
-	if !c.RecordsAtime() {
+	if !c.RecordsAtime() || a != nil && !meta.AtimeDue(c.atime, a, time.Now()) {
 		return nil
 	}
 	defer c.begin(nodes(ino))()
