@@ -153,7 +153,14 @@ func TestSignalEndsCloseOnStalledEngine(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the mount still runs 30 s after SIGTERM; output:\n%s", out.String())
+		// SIGQUIT makes the Go runtime print every goroutine's stack, which
+		// shows where the shutdown hangs.
+		cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+		t.Fatalf("the mount still runs 30 s after SIGTERM; output and stacks:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "giving up closing the volume") {
 		t.Errorf("the mount does not say it gave up closing the volume; output:\n%s", out.String())

@@ -80,6 +80,9 @@ func (c *Client) attachedBackground(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		if ctx.Err() != nil { // see background
+			return
+		}
 		if err := c.flushUsageDetached(ctx); err != nil {
 			c.log.Warn("flush usage counters", "err", err)
 		}

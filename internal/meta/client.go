@@ -634,6 +634,12 @@ func (c *Client) background(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		// A tick that was due when ctx ended may win the select: without
+		// this, a stalled engine could keep Close waiting for flushes of
+		// flushTimeout each, one after another.
+		if ctx.Err() != nil {
+			return
+		}
 		if err := c.flushUsageDetached(ctx); err != nil {
 			c.log.Warn("flush usage counters", "err", err)
 		}
