@@ -44,7 +44,7 @@ func TestCopyFileRangeSharesData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := os.Create(v.path("dst"))
+	dst, err := os.OpenFile(v.path("dst"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +59,15 @@ func TestCopyFileRangeSharesData(t *testing.T) {
 			break
 		}
 		total += n
+	}
+	// The copy is held back until close (vfs.CopyFileRange): the mount
+	// shows it already, in stat and in reads.
+	if fi, err := dst.Stat(); err != nil || fi.Size() != int64(total) {
+		t.Errorf("fstat before close: %v, %v; want size %d", fi.Size(), err, total)
+	}
+	head := make([]byte, 4096)
+	if n, err := dst.ReadAt(head, 0); n != len(head) || !bytes.Equal(head, data[1000:1000+len(head)]) {
+		t.Errorf("read before close: %d bytes (%v), differing from the source range", n, err)
 	}
 	dst.Close()
 	src.Close()

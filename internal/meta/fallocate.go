@@ -111,17 +111,51 @@ func appendHoles(tx store.Tx, ino Ino, off, end uint64) {
 // (a copy past dst's end grows it), which spares the caller reading them
 // again.
 func (c *Client) CopyFileRange(ctx context.Context, src Ino, srcOff uint64, dst Ino, dstOff uint64, length uint64) (uint64, *Attr, error) {
+	sec, nsec := c.stamp()
+	n, _, a, err := c.copyRange(ctx, HeldCopy{Src: src, SrcOff: srcOff, Dst: dst, DstOff: dstOff, Len: length, Mtime: sec, Mtimensec: nsec}, nil)
+	return n, a, err
+}
+
+// HeldCopy is a copy_file_range(2) that the mount answered at once and
+// holds back, as it holds back buffered writes, to commit later with the
+// attribute changes made after it (CommitCopy): cp -a copies a file and
+// then sets its owner, mode and times, and both then cost one
+// transaction. Mtime is when the copy was asked for, which the mount has
+// shown as the file's modification time since.
+type HeldCopy struct {
+	Src       Ino
+	SrcOff    uint64
+	Dst       Ino
+	DstOff    uint64
+	Len       uint64
+	Mtime     int64
+	Mtimensec uint32
+}
+
+// CommitCopy commits cp, then changes, held back after it on cp.Dst, in
+// one transaction (see HeldCopy and ApplyAttrChanges). It returns dst's
+// version before the transaction, for the caller to tell its own change
+// from another mount's, and dst's attributes after it. A copy that can
+// no longer be made (src shrank meanwhile) copies what there is.
+func (c *Client) CommitCopy(ctx context.Context, cp HeldCopy, changes []AttrChange) (Version, *Attr, error) {
+	_, before, a, err := c.copyRange(ctx, cp, changes)
+	return before, a, err
+}
+
+// copyRange is CopyFileRange and CommitCopy: it copies cp, stamps dst
+// with cp's time, applies changes to dst, and returns the bytes copied,
+// dst's version before and its attributes after.
+func (c *Client) copyRange(ctx context.Context, cp HeldCopy, changes []AttrChange) (uint64, Version, *Attr, error) {
+	src, srcOff, dst, dstOff, length := cp.Src, cp.SrcOff, cp.Dst, cp.DstOff, cp.Len
 	if err := c.writable(); err != nil {
-		return 0, nil, err
+		return 0, Version{}, nil, err
 	}
-	if src == dst && srcOff < dstOff+length && dstOff < srcOff+length {
-		return 0, nil, syscall.EINVAL
-	}
-	if dstOff+length < dstOff || dstOff+length > maxFileSize {
-		return 0, nil, syscall.EFBIG
+	if err := CheckCopyRange(src, srcOff, dst, dstOff, length); err != nil {
+		return 0, Version{}, nil, err
 	}
 	var copied uint64
 	var grow int64
+	var before Version
 	var out *Attr
 	err := c.extending(ctx, dst, func() error {
 		return c.st.Update(ctx, func(tx store.Tx) error {
@@ -148,41 +182,57 @@ func (c *Client) CopyFileRange(ctx context.Context, src Ino, srcOff uint64, dst 
 			if dn.Flags&(FlagImmutable|FlagAppend) != 0 {
 				return syscall.EPERM
 			}
-			out = dn
-			if srcOff >= sn.Length {
-				return nil
-			}
-			length := min(length, sn.Length-srcOff)
-			if dstOff+length > dn.Length && dn.Flags&flagTruncating != 0 {
-				return errTruncating
-			}
-			for done := uint64(0); done < length; {
-				s, d := srcOff+done, dstOff+done
-				n := min(length-done, ChunkSize-s%ChunkSize, ChunkSize-d%ChunkSize)
-				if err := shareRange(tx, src, s, dst, d, uint32(n)); err != nil {
-					return err
+			out, before = dn, VersionOf(dn)
+			if srcOff < sn.Length {
+				length := min(length, sn.Length-srcOff)
+				if dstOff+length > dn.Length && dn.Flags&flagTruncating != 0 {
+					return errTruncating
 				}
-				done += n
-			}
-			copied = length
-			sec, nsec := c.stamp()
-			if end := dstOff + length; end > dn.Length {
-				grow = align4K(end) - align4K(dn.Length)
-				if err := c.checkSpaceQuota(tx, grow); err != nil {
-					return err
+				for done := uint64(0); done < length; {
+					s, d := srcOff+done, dstOff+done
+					n := min(length-done, ChunkSize-s%ChunkSize, ChunkSize-d%ChunkSize)
+					if err := shareRange(tx, src, s, dst, d, uint32(n)); err != nil {
+						return err
+					}
+					done += n
 				}
-				dn.Length = end
+				copied = length
+				if end := dstOff + length; end > dn.Length {
+					grow = align4K(end) - align4K(dn.Length)
+					if err := c.checkSpaceQuota(tx, grow); err != nil {
+						return err
+					}
+					dn.Length = end
+				}
+				touchMtime(dn, cp.Mtime, cp.Mtimensec)
+			} else if len(changes) == 0 {
+				return nil // nothing to copy, nothing to change
 			}
-			touchMtime(dn, sec, nsec)
+			if err := c.applyChanges(tx, dn, changes); err != nil {
+				return err
+			}
 			tx.SetNode(dn)
 			return nil
 		})
 	})
 	if err != nil {
-		return 0, nil, err
+		return 0, Version{}, nil, err
 	}
 	c.usedSpace.Add(grow)
-	return copied, out, nil
+	return copied, before, out, nil
+}
+
+// CheckCopyRange refuses a copy_file_range(2) that no state of the files
+// allows: one within a file onto an overlapping range, or one past the
+// largest file size.
+func CheckCopyRange(src Ino, srcOff uint64, dst Ino, dstOff uint64, length uint64) error {
+	if src == dst && srcOff < dstOff+length && dstOff < srcOff+length {
+		return syscall.EINVAL
+	}
+	if dstOff+length < dstOff || dstOff+length > maxFileSize {
+		return syscall.EFBIG
+	}
+	return nil
 }
 
 // shareRange makes n bytes of dst at d (within one chunk) name the slices

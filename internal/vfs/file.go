@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -64,10 +65,23 @@ type openFile struct {
 		held      []meta.AttrChange
 		heldTimes bool
 		heldTimer *time.Timer // applies held changes no commit took; nil when unarmed
+		// copy is a copy_file_range(2) into the file, answered and held
+		// back to commit with the changes held after it (see
+		// VFS.CopyFileRange); nil when none. copiedTo are the files
+		// holding a copy from this one, which commit before this one
+		// changes.
+		copy     *heldCopy
+		copiedTo []*openFile
 		// closed is set when the last handle went and nothing was held:
 		// from then on changes go to the engine at once (see hold).
 		closed bool
 	}
+}
+
+// heldCopy is a copy_file_range held back on the file it copies into.
+type heldCopy struct {
+	meta.HeldCopy
+	src *openFile
 }
 
 // heldDelay bounds how long a change is held back when no commit of
@@ -148,17 +162,17 @@ func (f *openFile) revalidate(a *meta.Attr) bool {
 		return false
 	}
 	f.dropListsLocked()
-	f.mu.length = max(a.Length, f.writer.PendingEnd())
+	f.mu.length = max(a.Length, f.pendingEndLocked())
 	f.mu.seen = v
 	f.mu.noCaps, f.mu.noXattrs = false, false
 	f.setAttrLocked(a)
 	return true
 }
 
-// setAttrLocked records a as the file's attributes, unless changes are
-// held back: their preview stays until they commit.
+// setAttrLocked records a as the file's attributes, unless changes or a
+// copy are held back: their preview stays until they commit.
 func (f *openFile) setAttrLocked(a *meta.Attr) {
-	if len(f.mu.held) > 0 && f.mu.attr != nil {
+	if f.holdsLocked() && f.mu.attr != nil {
 		return
 	}
 	cp := *a
@@ -192,17 +206,33 @@ func (f *openFile) dropListsLocked() {
 	f.mu.gen++
 }
 
-// overlayAttr reports buffered writes in a's length and times.
-func (f *openFile) overlayAttr(a *meta.Attr) {
+// pendingEndLocked returns the end of what this mount wrote or copied
+// into the file and has not committed yet; f.mu is held.
+func (f *openFile) pendingEndLocked() uint64 {
 	end := f.writer.PendingEnd()
+	if c := f.mu.copy; c != nil {
+		end = max(end, c.DstOff+c.Len)
+	}
+	return end
+}
+
+// holdsLocked reports whether anything is held back on f but buffered
+// writes: attribute changes or a copy; f.mu is held.
+func (f *openFile) holdsLocked() bool {
+	return len(f.mu.held) > 0 || f.mu.copy != nil
+}
+
+// overlayAttr reports buffered writes, a held copy and held attribute
+// changes in a's length and times.
+func (f *openFile) overlayAttr(a *meta.Attr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a.Length = max(a.Length, end)
-	if p := f.mu.attr; len(f.mu.held) > 0 && p != nil {
+	a.Length = max(a.Length, f.pendingEndLocked())
+	if p := f.mu.attr; f.holdsLocked() && p != nil {
 		a.Mode, a.Uid, a.Gid = p.Mode, p.Uid, p.Gid
 		a.Atime, a.Atimensec = p.Atime, p.Atimensec
 		a.Ctime, a.Ctimensec = p.Ctime, p.Ctimensec
-		if f.mu.heldTimes {
+		if f.mu.heldTimes || f.mu.copy != nil {
 			a.Mtime, a.Mtimensec = p.Mtime, p.Mtimensec
 			return
 		}
@@ -221,12 +251,32 @@ func (f *openFile) flush(ctx context.Context) error {
 	return f.flushIn(ctx, context.WithoutCancel(ctx))
 }
 
-// flushIn is flush with the held changes applied within heldCtx.
+// flushIn is flush with the held changes applied within heldCtx. Copies
+// from f held on other files commit first: what calls flush goes on to
+// change f, or to close it.
 func (f *openFile) flushIn(ctx, heldCtx context.Context) error {
+	if err := f.commitCopiesFrom(heldCtx); err != nil {
+		return err
+	}
 	if err := f.writer.Flush(ctx); err != nil {
 		return err
 	}
 	return f.applyHeldIn(heldCtx)
+}
+
+// commitCopiesFrom commits the copies from f held on other files, with
+// what is held after them there.
+func (f *openFile) commitCopiesFrom(ctx context.Context) error {
+	f.mu.Lock()
+	to := slices.Clone(f.mu.copiedTo)
+	f.mu.Unlock()
+	var first error
+	for _, d := range to {
+		if err := d.applyHeldIn(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // applyHeld applies the held-back attribute changes in one transaction,
@@ -246,7 +296,11 @@ func (f *openFile) applyHeldIn(ctx context.Context) error {
 		f.mu.heldTimer.Stop()
 		f.mu.heldTimer = nil
 	}
+	cp := f.mu.copy
 	f.mu.Unlock()
+	if cp != nil {
+		return f.commitCopy(ctx, cp)
+	}
 	held := f.takeHeld()
 	if len(held) == 0 {
 		return nil
@@ -262,6 +316,52 @@ func (f *openFile) applyHeldIn(ctx context.Context) error {
 	return nil
 }
 
+// commitCopy commits cp, the copy held on f, with the changes held after
+// it. The copy goes whether it commits or not: one that fails reports
+// its error to this flush, as a failed commit of buffered writes does,
+// and is not tried again.
+func (f *openFile) commitCopy(ctx context.Context, cp *heldCopy) error {
+	f.mu.Lock()
+	if f.mu.copy != cp { // another flush took it
+		f.mu.Unlock()
+		return f.applyHeldIn(ctx)
+	}
+	held := f.mu.held
+	f.mu.held, f.mu.heldTimes = nil, false
+	f.mu.copy = nil
+	f.mu.Unlock()
+	cp.src.forgetCopyTo(f)
+	before, a, err := f.meta.(CopyCommitter).CommitCopy(ctx, cp.HeldCopy, held)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropListsLocked()
+	if err != nil {
+		// The preview of the copy is wrong now: make the next GetAttr
+		// or lock look again.
+		f.mu.seen = meta.Version{}
+		f.returnHeldLocked(held)
+		return err
+	}
+	f.view.advance(f.ino, before, meta.VersionOf(a))
+	if before == f.mu.seen {
+		f.mu.seen = meta.VersionOf(a)
+	} else {
+		f.mu.noCaps, f.mu.noXattrs = false, false
+	}
+	f.mu.length = max(f.mu.length, a.Length)
+	f.setAttrLocked(a)
+	return nil
+}
+
+// forgetCopyTo drops d from the files holding a copy from f.
+func (f *openFile) forgetCopyTo(d *openFile) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if i := slices.Index(f.mu.copiedTo, d); i >= 0 {
+		f.mu.copiedTo = slices.Delete(f.mu.copiedTo, i, i+1)
+	}
+}
+
 // holds reports whether attribute changes are held back on f.
 func (f *openFile) holds() bool {
 	f.mu.Lock()
@@ -269,10 +369,14 @@ func (f *openFile) holds() bool {
 	return len(f.mu.held) > 0
 }
 
-// takeHeld takes the held-back changes, for a commit to apply.
+// takeHeld takes the held-back changes, for a commit to apply; none
+// while a copy is held, which they came after (commitCopy takes them).
 func (f *openFile) takeHeld() []meta.AttrChange {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.mu.copy != nil {
+		return nil
+	}
 	held := f.mu.held
 	f.mu.held, f.mu.heldTimes = nil, false
 	return held
@@ -365,7 +469,7 @@ func (v *VFS) openFileRef(a *meta.Attr) *openFile {
 	// Close-to-open: a new open sees what other mounts committed (the
 	// kernel drops its pages of the file at every open).
 	f.dropListsLocked()
-	f.mu.length = max(a.Length, f.writer.PendingEnd())
+	f.mu.length = max(a.Length, f.pendingEndLocked())
 	if v := meta.VersionOf(a); v != f.mu.seen {
 		f.mu.noCaps, f.mu.noXattrs = false, false
 		f.mu.seen = v
@@ -602,8 +706,15 @@ func (v *VFS) read(ctx context.Context, fh uint64, off uint64, p []byte, vec boo
 	}
 	f := h.file
 	f.mu.Lock()
-	length := max(f.mu.length, f.writer.PendingEnd())
+	copying := f.mu.copy != nil
+	length := max(f.mu.length, f.pendingEndLocked())
 	f.mu.Unlock()
+	if copying {
+		// The copy's slices are not in the file's lists yet.
+		if err := f.applyHeld(ctx); err != nil {
+			return nil, noRelease, err
+		}
+	}
 	if off >= length {
 		return nil, noRelease, nil
 	}
@@ -667,10 +778,12 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 	}
 	f := h.file
 	f.mu.Lock()
-	heldTimes := f.mu.heldTimes
+	// Times set after earlier writes must not cover this one's, a copy
+	// held on f must not land over it, and one held from f must not see
+	// it.
+	flush := f.mu.heldTimes || f.mu.copy != nil || len(f.mu.copiedTo) > 0
 	f.mu.Unlock()
-	if heldTimes {
-		// Times set after earlier writes must not cover this one's.
+	if flush {
 		if err := f.flush(ctx); err != nil {
 			return err
 		}
@@ -806,7 +919,7 @@ func (v *VFS) unref(ctx context.Context, f *openFile) error {
 		v.mu.Lock()
 		f.mu.Lock()
 		last := f.mu.refs == 1
-		if last && len(f.mu.held) > 0 && err == nil {
+		if last && f.holdsLocked() && err == nil {
 			f.mu.Unlock()
 			v.mu.Unlock()
 			err = f.applyHeld(ctx)
@@ -847,6 +960,16 @@ func (v *VFS) Fallocate(ctx context.Context, fh uint64, mode uint32, off, length
 
 // CopyFileRange copies a range between two open files by sharing their
 // stored slices (copy_file_range(2)); nothing is copied in object storage.
+//
+// When the metadata client can (CopyCommitter), a copy into another file
+// is answered at once and held back, as buffered writes are: it commits
+// at close, fsync or heldDelay later, in one transaction with the owner,
+// mode and times that cp -a sets right after it (or before anything else
+// reads, writes or changes either file through this mount). This mount
+// sees the copy at once; other mounts at the commit, as they see writes.
+// The bytes copied are counted from the source's length as this mount
+// knows it; a failure to commit (a full quota) is reported by the close
+// or fsync, as for writes.
 func (v *VFS) CopyFileRange(ctx context.Context, fhIn, offIn, fhOut, offOut, length uint64) (uint64, error) {
 	in, err := v.handle(fhIn)
 	if err != nil {
@@ -862,10 +985,16 @@ func (v *VFS) CopyFileRange(ctx context.Context, fhIn, offIn, fhOut, offOut, len
 	if out.flags&syscall.O_APPEND != 0 {
 		return 0, syscall.EBADF
 	}
+	if err := meta.CheckCopyRange(in.ino, offIn, out.ino, offOut, length); err != nil {
+		return 0, err
+	}
 	for _, f := range []*openFile{in.file, out.file} {
 		if err := f.flush(ctx); err != nil {
 			return 0, err
 		}
+	}
+	if n, ok := v.holdCopy(in, offIn, out, offOut, length); ok {
+		return n, nil
 	}
 	n, a, err := v.meta.CopyFileRange(ctx, in.ino, offIn, out.ino, offOut, length)
 	if err != nil {
@@ -873,6 +1002,53 @@ func (v *VFS) CopyFileRange(ctx context.Context, fhIn, offIn, fhOut, offOut, len
 	}
 	v.refreshed(out.file, a)
 	return n, nil
+}
+
+// holdCopy holds back the copy of length bytes of in at offIn to out at
+// offOut (see CopyFileRange) and returns the bytes it copies; false when
+// it cannot be held: the client cannot commit it so, the copy is within
+// one file, out's flags may refuse it, or out holds a copy already.
+func (v *VFS) holdCopy(in *handle, offIn uint64, out *handle, offOut, length uint64) (uint64, bool) {
+	if _, ok := v.meta.(CopyCommitter); !ok || in.ino == out.ino {
+		return 0, false
+	}
+	src, dst := in.file, out.file
+	src.mu.Lock()
+	srcLen := max(src.mu.length, src.pendingEndLocked())
+	src.mu.Unlock()
+	if offIn >= srcLen {
+		return 0, true // nothing to copy: the file ends before
+	}
+	n := min(length, srcLen-offIn)
+	now := time.Now()
+	cp := &heldCopy{src: src, HeldCopy: meta.HeldCopy{Src: in.ino, SrcOff: offIn, Dst: out.ino, DstOff: offOut, Len: n,
+		Mtime: now.Unix(), Mtimensec: uint32(now.Nanosecond())}}
+	// Known to the source first: a write to it from now on commits the
+	// copy before it lands (a write racing the copy may land either side).
+	src.mu.Lock()
+	src.mu.copiedTo = append(src.mu.copiedTo, dst)
+	src.mu.Unlock()
+	dst.mu.Lock()
+	p := dst.mu.attr
+	if dst.mu.copy != nil || dst.mu.closed || p == nil || p.Flags&(meta.FlagImmutable|meta.FlagAppend) != 0 {
+		dst.mu.Unlock()
+		src.forgetCopyTo(dst)
+		return 0, false
+	}
+	dst.mu.copy = cp
+	// The preview every reply shows until the copy commits (see
+	// overlayAttr), as the commit will stamp it.
+	pv := *p
+	pv.Length = max(pv.Length, offOut+n)
+	pv.Mtime, pv.Mtimensec = cp.Mtime, cp.Mtimensec
+	pv.Ctime, pv.Ctimensec = cp.Mtime, cp.Mtimensec
+	dst.mu.attr = &pv
+	dst.mu.length = max(dst.mu.length, offOut+n)
+	if dst.mu.heldTimer == nil {
+		dst.mu.heldTimer = time.AfterFunc(heldDelay, dst.applyHeldLater)
+	}
+	dst.mu.Unlock()
+	return n, true
 }
 
 // writableFile returns the handle fh of a regular file open for writing.

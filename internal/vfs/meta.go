@@ -80,7 +80,10 @@ type Meta interface {
 	RemoveXattr(ctx context.Context, ino meta.Ino, name string) error
 }
 
-var _ Meta = (*meta.Client)(nil)
+var (
+	_ Meta          = (*meta.Client)(nil)
+	_ CopyCommitter = (*meta.Client)(nil)
+)
 
 // Creator is the optional capability of a Meta that makes a regular
 // file and counts a handle of it open in one call, as Mknod then Created
@@ -88,6 +91,15 @@ var _ Meta = (*meta.Client)(nil)
 // in which the server knows the file but not the handle).
 type Creator interface {
 	Create(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error)
+}
+
+// CopyCommitter is the optional capability of a Meta that commits a
+// copy_file_range held back on the file it copies into together with the
+// attribute changes held after it, in one transaction
+// (meta.Client.CommitCopy): it returns the file's version before and its
+// attributes after. Without it a copy commits when asked.
+type CopyCommitter interface {
+	CommitCopy(ctx context.Context, cp meta.HeldCopy, held []meta.AttrChange) (meta.Version, *meta.Attr, error)
 }
 
 // LookerAhead is the optional capability of a Meta that may answer the
