@@ -993,7 +993,7 @@ func (v *VFS) CopyFileRange(ctx context.Context, fhIn, offIn, fhOut, offOut, len
 			return 0, err
 		}
 	}
-	if n, ok := v.holdCopy(in, offIn, out, offOut, length); ok {
+	if n, ok := v.holdCopy(ctx, in, offIn, out, offOut, length); ok {
 		return n, nil
 	}
 	n, a, err := v.meta.CopyFileRange(ctx, in.ino, offIn, out.ino, offOut, length)
@@ -1008,7 +1008,7 @@ func (v *VFS) CopyFileRange(ctx context.Context, fhIn, offIn, fhOut, offOut, len
 // offOut (see CopyFileRange) and returns the bytes it copies; false when
 // it cannot be held: the client cannot commit it so, the copy is within
 // one file, out's flags may refuse it, or out holds a copy already.
-func (v *VFS) holdCopy(in *handle, offIn uint64, out *handle, offOut, length uint64) (uint64, bool) {
+func (v *VFS) holdCopy(ctx context.Context, in *handle, offIn uint64, out *handle, offOut, length uint64) (uint64, bool) {
 	if _, ok := v.meta.(CopyCommitter); !ok || in.ino == out.ino {
 		return 0, false
 	}
@@ -1048,8 +1048,25 @@ func (v *VFS) holdCopy(in *handle, offIn uint64, out *handle, offOut, length uin
 		dst.mu.heldTimer = time.AfterFunc(heldDelay, dst.applyHeldLater)
 	}
 	dst.mu.Unlock()
+	// The commit reads the source's slice lists. Read them now, beside
+	// the caller's next requests (cp -a sets times and mode before its
+	// close): the source keeps them, and an engine whose client caches
+	// what it read (Redis) then serves the commit's reads without a
+	// round trip. A failure here costs nothing but that.
+	go func(ctx context.Context) {
+		first, last := offIn/meta.ChunkSize, (offIn+n-1)/meta.ChunkSize
+		for idx := first; idx <= min(last, first+copyReadAhead-1); idx++ {
+			if _, err := src.ReadChunk(ctx, src.ino, uint32(idx)); err != nil {
+				return
+			}
+		}
+	}(context.WithoutCancel(ctx))
 	return n, true
 }
+
+// copyReadAhead bounds the source chunks whose slice lists a held copy
+// reads ahead of its commit.
+const copyReadAhead = 4
 
 // writableFile returns the handle fh of a regular file open for writing.
 func (v *VFS) writableFile(fh uint64) (*handle, error) {
