@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Small files: unpack, measure, copy and remove a source tree on Sluice and on JuiceFS 1.4.1 side by side in
 # one run (same engine, local-directory buckets, --trash-days 0, default mount options), rounds interleaved,
-# then per-call costs from a Python loop (bench/smallcalls.py) on each mount.
+# then per-call costs from a Python loop (bench/smallcalls.py) on each mount, each loop after the floor of
+# the buckets' file system at that moment (bucket_create: a plain create + write + close, not a figure of
+# either system).
 #
 #   bench/smallfiles.sh            (as root, from anywhere in the repository)
 #
@@ -99,11 +101,26 @@ quiet() { # wait (up to 120 s) until the mounts are idle: the trees' deletions r
   done
   echo "smallfiles.sh: the mounts were still busy after 120 s" >&2
 }
+bucket_create() { # bucket_create DIR: median µs of creating + writing 10,000 bytes + closing 500 files in DIR
+  # The floor under a small file's store on the buckets' file system at this moment: ext4 without a journal
+  # (this machine kind) skips inodes freed in the last 60-300 s, so creates slow down for minutes after mass
+  # deletions (docs/benchmarks.md). The files stay until the end, so that measuring adds no deletions.
+  python3 - "$1" <<'PY'
+import os, statistics, sys, time
+d = sys.argv[1]; os.makedirs(d); data = os.urandom(10000); out = []
+for i in range(500):
+    t = time.perf_counter_ns()
+    fd = os.open(os.path.join(d, "f%d" % i), os.O_CREAT | os.O_WRONLY, 0o644); os.write(fd, data); os.close(fd)
+    out.append(time.perf_counter_ns() - t)
+print("RESULT bucket_create us=%.1f" % (statistics.median(out) / 1000))
+PY
+}
 if [ "$CALLS" -gt 0 ]; then
   # The calls alternate between the systems, CALL_ROUNDS times, each on idle mounts.
   for r in $(seq 1 "${CALL_ROUNDS:-2}"); do
     for s in $SYSTEMS; do
       quiet
+      bucket_create "$D/floor-$s-$r" | sed "s/^RESULT /RESULT $s round=$r /" | tee -a "$D/res"
       python3 bench/smallcalls.py "$D/$s-mnt" "$CALLS" | sed "s/^RESULT /RESULT $s round=$r /" | tee -a "$D/res"
     done
   done
