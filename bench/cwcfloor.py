@@ -34,8 +34,10 @@ import time
 DATA = os.urandom(10000)
 
 
-def loop(d, n):
-    """Median µs of open(O_CREAT|O_TRUNC), write 10,000 bytes, close, in a fresh directory under d."""
+def loop(d, n, keep=False):
+    """Median µs of open(O_CREAT|O_TRUNC), write 10,000 bytes, close, in a fresh directory under d,
+    removed afterwards unless keep (removing adds deletions, which slow the next creates on ext4
+    without a journal: see bench/smallfiles.sh)."""
     w = os.path.join(d, "cwcfloor.%d.%d" % (os.getpid(), time.monotonic_ns()))
     os.mkdir(w)
     out = []
@@ -48,7 +50,8 @@ def loop(d, n):
             os.close(fd)
             out.append(time.perf_counter_ns() - t)
     finally:
-        shutil.rmtree(w, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(w, ignore_errors=True)
     return statistics.median(out) / 1000
 
 

@@ -102,18 +102,13 @@ quiet() { # wait (up to 120 s) until the mounts are idle: the trees' deletions r
   echo "smallfiles.sh: the mounts were still busy after 120 s" >&2
 }
 bucket_create() { # bucket_create DIR: median µs of creating + writing 10,000 bytes + closing 500 files in DIR
-  # The floor under a small file's store on the buckets' file system at this moment: ext4 without a journal
-  # (this machine kind) skips inodes freed in the last 60-300 s, so creates slow down for minutes after mass
-  # deletions (docs/benchmarks.md). The files stay until the end, so that measuring adds no deletions.
-  python3 - "$1" <<'PY'
-import os, statistics, sys, time
-d = sys.argv[1]; os.makedirs(d); data = os.urandom(10000); out = []
-for i in range(500):
-    t = time.perf_counter_ns()
-    fd = os.open(os.path.join(d, "f%d" % i), os.O_CREAT | os.O_WRONLY, 0o644); os.write(fd, data); os.close(fd)
-    out.append(time.perf_counter_ns() - t)
-print("RESULT bucket_create us=%.1f" % (statistics.median(out) / 1000))
-PY
+  # The floor under a small file's store on the buckets' file system at this moment (bench/cwcfloor.py's
+  # loop): ext4 without a journal (this machine kind) skips inodes freed in the last 60-300 s, so creates
+  # slow down for minutes after mass deletions (docs/benchmarks.md). The files stay until the end, so that
+  # measuring adds no deletions.
+  mkdir -p "$1"
+  python3 -c 'import sys; sys.path.insert(0, "bench"); import cwcfloor
+print("RESULT bucket_create us=%.1f" % cwcfloor.loop(sys.argv[1], 500, keep=True))' "$1"
 }
 if [ "$CALLS" -gt 0 ]; then
   # The calls alternate between the systems, CALL_ROUNDS times, each on idle mounts.
