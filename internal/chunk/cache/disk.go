@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/localdir"
 )
 
 // DiskConfig configures a Disk.
@@ -693,7 +695,7 @@ func writeTemp(root, key string, data []byte, durable bool) (string, error) {
 	if durable {
 		err = mkdirSync(root, dir)
 	} else {
-		err = os.MkdirAll(dir, 0o700)
+		err = localdir.MkdirAll(root, dir, 0o700)
 	}
 	if err != nil {
 		return "", err
@@ -733,6 +735,9 @@ func mkdirSync(root, dir string) error {
 	cur := root
 	for _, part := range strings.Split(rel, string(filepath.Separator)) {
 		next := filepath.Join(cur, part)
+		if cur != root {
+			localdir.Spread(cur)
+		}
 		if err := os.Mkdir(next, 0o700); err == nil {
 			if err := syncDir(cur); err != nil {
 				return err

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/sluicefs/sluice/internal/localdir"
 )
 
 // ErrStagingFull reports that the staging area has reached its byte limit
@@ -179,7 +181,7 @@ func (d *Disk) Uploaded(key string) {
 	victims := dd.evictLocked(evict)
 	dd.mu.Unlock()
 	dd.removeFiles(victims)
-	if store && os.MkdirAll(filepath.Dir(dst), 0o700) == nil && os.Rename(src, dst) == nil {
+	if store && localdir.MkdirAll(dd.raw, filepath.Dir(dst), 0o700) == nil && os.Rename(src, dst) == nil {
 		dd.mu.Lock()
 		dd.unstageLocked(key)
 		dd.mu.open.drop(key) // of a cached file just replaced

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/localdir"
 )
 
 func stagedPath(dir, key string) string {
@@ -164,6 +166,37 @@ func TestBadKeys(t *testing.T) {
 		}
 		if err := d.Stage(key, []byte("x")); err == nil {
 			t.Errorf("Stage(%q) succeeded", key)
+		}
+	}
+}
+
+// TestDiskSpreadsBlockDirectories checks that the cache makes its block
+// directories with localdir, so that ext4 spreads them: the directories
+// it made a directory in are marked, the cache directory (the user's) is
+// not.
+func TestDiskSpreadsBlockDirectories(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := localdir.Spreads(dir); err != nil {
+		t.Skipf("%s keeps no inode flags (%v)", dir, err)
+	}
+	d := openDisk(t, []string{dir}, DiskConfig{})
+	if err := d.Stage(blockKey(1), blockData(1)); err != nil {
+		t.Fatal(err)
+	}
+	d.Uploaded(blockKey(1)) // moves the file into the cache's own tree
+	wantHit(t, d, 1)
+	for _, tt := range []struct {
+		dir  string
+		want bool
+	}{
+		{dir, false},
+		{filepath.Join(dir, testUUID), true},
+		{stagedPath(dir, "chunks/0"), true},
+		{filepath.Join(dir, testUUID, "raw", "chunks", "0"), true},
+		{stagedPath(dir, "chunks/0/0"), false},
+	} {
+		if got, err := localdir.Spreads(tt.dir); err != nil || got != tt.want {
+			t.Errorf("%s marked as a top directory: %v (%v), want %v", tt.dir, got, err, tt.want)
 		}
 	}
 }

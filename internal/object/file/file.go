@@ -37,6 +37,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicefs/sluice/internal/localdir"
 	"github.com/sluicefs/sluice/internal/object"
 )
 
@@ -369,7 +370,7 @@ func (s *Store) create(p string, open func(dir, base string) (*os.File, error)) 
 		// made or found: with ENOENT making the next one, or EEXIST
 		// when the one it failed to make is gone by the time it looks.
 		// The next attempt makes them again.
-		if err := os.MkdirAll(dir, 0o755); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrExist) {
+		if err := localdir.MkdirAll(s.dir, dir, 0o755); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrExist) {
 			return nil, err
 		}
 		f, err := open(dir, base)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicefs/sluice/internal/localdir"
 	"github.com/sluicefs/sluice/internal/object"
 	"github.com/sluicefs/sluice/internal/object/conformance"
 	"github.com/sluicefs/sluice/internal/object/file"
@@ -105,6 +106,15 @@ func TestLayout(t *testing.T) {
 	}
 	if info, err := s.Head(ctx, "vol/chunks/0/0/1_0_3"); err != nil || info.Size != 3 {
 		t.Errorf("Head = %+v, %v; want size 3", info, err)
+	}
+	// The directories a Put made have their subdirectories spread
+	// (localdir); the root, the user's, and the leaf are left alone.
+	if _, err := localdir.Spreads(dir); err == nil {
+		for rel, want := range map[string]bool{"": false, "vol": true, "vol/chunks": true, "vol/chunks/0": true, "vol/chunks/0/0": false} {
+			if got, _ := localdir.Spreads(filepath.Join(dir, rel)); got != want {
+				t.Errorf("%q marked as a top directory: %v, want %v", rel, got, want)
+			}
+		}
 	}
 	// A crashed Put's temporary file is not listed.
 	if err := os.WriteFile(filepath.Join(dir, "vol/chunks/0/0/.1_0_4.123.tmp"), nil, 0o644); err != nil {
