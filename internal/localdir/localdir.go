@@ -73,31 +73,31 @@ func mkdirAll(root, dir string, perm fs.FileMode) error {
 // rather than packing them near dir. It is a hint: a file system without
 // the flag, or a directory the process may not change, is left as it is.
 func Spread(dir string) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
-	if err != nil || flags&fsTopdirFL != 0 {
-		return
-	}
-	_ = unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|fsTopdirFL))
+	_, _ = topdir(dir, true)
 }
 
 // Spreads reports whether dir is marked by Spread. An error means the file
 // system keeps no such flags.
 func Spreads(dir string) (bool, error) {
+	return topdir(dir, false)
+}
+
+// topdir reports whether dir has FS_TOPDIR_FL, having set it first when
+// set is true and it had not.
+func topdir(dir string, set bool) (bool, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return false, err
 	}
 	defer unix.Close(fd)
 	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
-	if err != nil {
+	if err != nil || flags&fsTopdirFL != 0 || !set {
+		return flags&fsTopdirFL != 0, err
+	}
+	if err := unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|fsTopdirFL)); err != nil {
 		return false, err
 	}
-	return flags&fsTopdirFL != 0, nil
+	return true, nil
 }
 
 // under reports whether path lies strictly under root (both clean).
