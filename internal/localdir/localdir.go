@@ -82,6 +82,19 @@ func Spreads(dir string) (bool, error) {
 	return topdir(dir, false)
 }
 
+// Probe reports, with an error, when the file system of dir does not
+// keep the mark Spread sets (ext2/3/4 do; tmpfs and FUSE do not): it makes a
+// scratch directory in dir, marks it and removes it.
+func Probe(dir string) error {
+	d, err := os.MkdirTemp(dir, ".localdir-probe.")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(d)
+	_, err = topdir(d, true)
+	return err
+}
+
 // topdir reports whether dir has FS_TOPDIR_FL, having set it first when
 // set is true and it had not.
 func topdir(dir string, set bool) (bool, error) {

@@ -2,19 +2,23 @@ package localdir
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicefs/sluice/internal/testserver"
 )
 
-// flagsKept skips the test when dir's file system keeps no inode flags
-// (tmpfs, FUSE): there is nothing MkdirAll could mark.
+// flagsKept skips the test (fails it under CI=true) when dir's file
+// system does not keep the mark (tmpfs, FUSE): MkdirAll could mark
+// nothing.
 func flagsKept(t *testing.T, dir string) {
 	t.Helper()
-	if _, err := Spreads(dir); err != nil {
-		t.Skipf("%s keeps no inode flags (%v): nothing to mark", dir, err)
+	if err := Probe(dir); err != nil {
+		testserver.Missing(t, fmt.Sprintf("a file system that keeps FS_TOPDIR_FL under %s (%v)", dir, err), "put TMPDIR on ext4")
 	}
 }
 

@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicefs/sluice/internal/localdir"
+	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 func stagedPath(dir, key string) string {
@@ -176,8 +178,8 @@ func TestBadKeys(t *testing.T) {
 // not.
 func TestDiskSpreadsBlockDirectories(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := localdir.Spreads(dir); err != nil {
-		t.Skipf("%s keeps no inode flags (%v)", dir, err)
+	if err := localdir.Probe(dir); err != nil {
+		testserver.Missing(t, fmt.Sprintf("a file system that keeps FS_TOPDIR_FL under %s (%v)", dir, err), "put TMPDIR on ext4")
 	}
 	d := openDisk(t, []string{dir}, DiskConfig{})
 	if err := d.Stage(blockKey(1), blockData(1)); err != nil {

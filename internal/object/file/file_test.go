@@ -16,6 +16,7 @@ import (
 	"github.com/sluicefs/sluice/internal/object/conformance"
 	"github.com/sluicefs/sluice/internal/object/file"
 	"github.com/sluicefs/sluice/internal/object/objecttest"
+	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 func newStore(t testing.TB) *file.Store {
@@ -107,15 +108,6 @@ func TestLayout(t *testing.T) {
 	if info, err := s.Head(ctx, "vol/chunks/0/0/1_0_3"); err != nil || info.Size != 3 {
 		t.Errorf("Head = %+v, %v; want size 3", info, err)
 	}
-	// The directories a Put made have their subdirectories spread
-	// (localdir); the root, the user's, and the leaf are left alone.
-	if _, err := localdir.Spreads(dir); err == nil {
-		for rel, want := range map[string]bool{"": false, "vol": true, "vol/chunks": true, "vol/chunks/0": true, "vol/chunks/0/0": false} {
-			if got, _ := localdir.Spreads(filepath.Join(dir, rel)); got != want {
-				t.Errorf("%q marked as a top directory: %v, want %v", rel, got, want)
-			}
-		}
-	}
 	// A crashed Put's temporary file is not listed.
 	if err := os.WriteFile(filepath.Join(dir, "vol/chunks/0/0/.1_0_4.123.tmp"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -132,6 +124,26 @@ func TestLayout(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) != 0 {
 		t.Errorf("root after Delete = %v, %v; want empty and present", entries, err)
+	}
+}
+
+// TestPutSpreadsDirectories checks that the directories a Put made have
+// their subdirectories spread (internal/localdir); the root, the user's,
+// and the leaf are left alone.
+func TestPutSpreadsDirectories(t *testing.T) {
+	dir := t.TempDir()
+	if err := localdir.Probe(dir); err != nil {
+		testserver.Missing(t, fmt.Sprintf("a file system that keeps FS_TOPDIR_FL under %s (%v)", dir, err), "put TMPDIR on ext4")
+	}
+	s, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objecttest.Put(t, s, "vol/chunks/0/0/1_0_3", []byte("abc"))
+	for rel, want := range map[string]bool{"": false, "vol": true, "vol/chunks": true, "vol/chunks/0": true, "vol/chunks/0/0": false} {
+		if got, err := localdir.Spreads(filepath.Join(dir, rel)); err != nil || got != want {
+			t.Errorf("%q marked as a top directory: %v (%v), want %v", rel, got, err, want)
+		}
 	}
 }
 
