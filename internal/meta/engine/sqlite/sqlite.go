@@ -1,7 +1,8 @@
 // Package sqlite is the embedded metadata engine: one SQLite file in WAL
 // mode holding a table per record kind (sqlstore). Several
 // processes on one host may open the same file; write transactions start
-// with BEGIN IMMEDIATE on their own pool and wait on the file lock, so
+// with BEGIN IMMEDIATE on their own pool, one of a process at a time (see
+// sqlstore's runConn), and wait on the file lock for other processes, so
 // applications never see "database is locked" (a wait that times out
 // becomes a retried conflict). Reads use a second pool of deferred
 // transactions, which WAL lets run beside the writer.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -375,4 +376,29 @@ func TestLogStartsOver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkConcurrentWrites runs write transactions of 20 records from
+// several goroutines of one process at once, as a mount's callers and its
+// background work do: they take turns on the store's write lock rather
+// than in SQLite's busy handler, which sleeps milliseconds.
+func BenchmarkConcurrentWrites(b *testing.B) {
+	st := open(b, filepath.Join(b.TempDir(), "meta.db"), true)
+	b.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	var next atomic.Uint64
+	b.SetParallelism(2)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := st.Update(ctx, func(tx store.Tx) error {
+				for range 20 {
+					tx.SetDelFile(store.DelFile{Ino: store.Ino(1000 + next.Add(1)), Length: 1}, true)
+				}
+				return nil
+			}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

@@ -241,7 +241,17 @@ func (c *ownConn) statement(ctx context.Context, q, sqlText string) statement {
 // connPool) and commits it. A transaction that does not commit (fn failed
 // or panicked, or COMMIT failed) is rolled back before the connection is
 // given back.
+//
+// The process's write transactions take turns on s.writeMu. SQLite runs
+// one writer at a time anyway, and a second BEGIN IMMEDIATE waits in the
+// busy handler, which sleeps 1, 2, 5, 10 ms and more between tries: two
+// writers of one mount (an application's unlinks beside the background
+// dropping deleted files) would each pay milliseconds for a lock held
+// for microseconds. Writers of other processes still wait on the file
+// lock.
 func (s *Store) runConn(ctx context.Context, fn func(store.Tx) error) (err error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	c, err := s.conns.get(ctx)
 	if err != nil {
 		return s.d.Describe(err)

@@ -140,6 +140,9 @@ type Store struct {
 	appendSlice string
 	// conns runs the writes of an embedded database; nil otherwise.
 	conns *connPool
+	// writeMu lets one write transaction of this process at a time begin
+	// on an embedded database (see runConn).
+	writeMu sync.Mutex
 }
 
 var _ store.Store = (*Store)(nil)
