@@ -159,9 +159,13 @@ func align4K(length uint64) int64 {
 	return int64((length + 4095) &^ 4095)
 }
 
+// writable fails with EROFS on a read-only client. Every call that changes
+// the volume for a caller starts with it, so it also counts those calls
+// (Client.changes), which the background deletion round yields to.
 func (c *Client) writable() error {
 	if c.conf.ReadOnly {
 		return syscall.EROFS
 	}
+	c.changes.Add(1)
 	return nil
 }

@@ -214,6 +214,10 @@ type Client struct {
 	// FlushDeletions), so that one client never works on a slice twice.
 	delMu sync.Mutex
 	dels  deletionCounters
+	// changes counts the calls that began changing the volume for a
+	// caller (see writable): while it moves, the background deletion
+	// round drops one batch, and leaves the rest for when callers pause.
+	changes atomic.Uint64
 
 	mu struct {
 		sync.Mutex
@@ -628,6 +632,7 @@ func (c *Client) background(ctx context.Context) {
 	defer tick.Stop()
 	lastBeat := time.Now()
 	lastTrash := time.Now() // first expiry a minute after mounting
+	var changesSeen uint64
 	for {
 		select {
 		case <-ctx.Done():
@@ -656,7 +661,7 @@ func (c *Client) background(ctx context.Context) {
 		if err := c.CollectOrphans(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("collect orphaned files", "err", err)
 		}
-		if err := c.processDeletions(ctx); err != nil && ctx.Err() == nil {
+		if err := c.processDeletions(ctx, c.deletionRound(&changesSeen)); err != nil && ctx.Err() == nil {
 			c.log.Warn("delete data", "err", err)
 		}
 		if time.Since(lastTrash) >= time.Minute {

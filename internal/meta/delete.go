@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -18,24 +19,40 @@ import (
 // through Config.DeleteSlice, Config.DeleteWorkers at a time, before they
 // leave the queue. A crash at any point leaves work queued, never data
 // named by metadata but deleted from storage.
-func (c *Client) processDeletions(ctx context.Context) error {
+//
+// Deleted files are dropped dropWorkers at a time, batch after batch,
+// until none is due or, with a budget above 0, until the budget has
+// passed: the background round stays within its tick, and a removal of a
+// large tree is reclaimed at the pace of the engine's round trips rather
+// than one batch a round.
+func (c *Client) processDeletions(ctx context.Context, budget time.Duration) error {
 	c.delMu.Lock()
 	defer c.delMu.Unlock()
-	var files []store.DelFile
-	if err := c.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		files, err = tx.DelFiles(100)
-		return err
-	}); err != nil {
-		return fmt.Errorf("list deleted files: %w", err)
-	}
-	now := c.conf.Now().Unix() // queued with the same clock, see destroy
-	for _, f := range files {
-		if f.Expire > now {
-			continue
-		}
-		if err := c.dropFileData(ctx, f); err != nil {
+	start := time.Now()
+	for {
+		var files []store.DelFile
+		if err := c.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			files, err = tx.DelFiles(delFilesBatch)
 			return err
+		}); err != nil {
+			return fmt.Errorf("list deleted files: %w", err)
+		}
+		now := c.conf.Now().Unix() // queued with the same clock, see destroy
+		var due []store.DelFile
+		for _, f := range files {
+			if f.Expire <= now {
+				due = append(due, f)
+			}
+		}
+		if err := c.dropFiles(ctx, due); err != nil {
+			return err
+		}
+		// Files not due yet stay first in the queue: a batch of them
+		// alone ends the round.
+		if len(files) < delFilesBatch || len(due) == 0 || ctx.Err() != nil ||
+			(budget > 0 && time.Since(start) >= budget) {
+			break
 		}
 	}
 	if err := c.processTruncations(ctx); err != nil {
@@ -110,6 +127,50 @@ func (c *Client) deleteSlices(ctx context.Context, slices []Slice) error {
 	return errors.Join(errs...)
 }
 
+// delFilesBatch is how many queued deleted files one listing takes, and
+// dropWorkers how many of them are dropped at once. Each drop is a few
+// round trips (the chunk list, the slices' references, the commit); more
+// than one at a time emptied a removed tree's blocks sooner but slowed
+// the removal itself by two thirds on Redis (docs/benchmarks.md).
+const (
+	delFilesBatch = 100
+	dropWorkers   = 1
+)
+
+// deletionBudget bounds the time a mount's background round spends
+// dropping deleted files, so that the round, which also beats the
+// session's heartbeat, ends about when its one-second tick comes again.
+// A round after callers changed the volume (Client.changes) gets oneBatch
+// instead: dropping competes with them for the engine and the CPU (an
+// `rm -rf` of a tree took twice as long beside a full budget on SQLite),
+// so the backlog a removal leaves is worked off once the mount is quiet.
+const (
+	deletionBudget = 300 * time.Millisecond
+	oneBatch       = time.Nanosecond // a budget that ends a round after its first batch
+)
+
+// deletionRound returns the budget of a background deletion round:
+// oneBatch when callers changed the volume since the round that last saw
+// the count of changes in *seen, deletionBudget when they did not.
+func (c *Client) deletionRound(seen *uint64) time.Duration {
+	if n := c.changes.Load(); n != *seen {
+		*seen = n
+		return oneBatch
+	}
+	return deletionBudget
+}
+
+// dropFiles drops the data of files, dropWorkers at a time. The first
+// failure stops the others; what is left stays queued.
+func (c *Client) dropFiles(ctx context.Context, files []store.DelFile) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(dropWorkers)
+	for _, f := range files {
+		g.Go(func() error { return c.dropFileData(gctx, f) })
+	}
+	return g.Wait()
+}
+
 // dropFileData drops the chunks of a deleted file in bounded batches and
 // then its queue record.
 func (c *Client) dropFileData(ctx context.Context, f store.DelFile) error {
@@ -156,8 +217,9 @@ func (c *Client) DeletionStats() DeletionStats {
 		Queued: c.dels.queued.Load(), QueuedBytes: c.dels.queuedBytes.Load()}
 }
 
-// FlushDeletions runs the deletion queues once, now. Tests and `sluice gc`
-// use it; mounts run it in the background.
+// FlushDeletions runs the deletion queues until every deleted file that
+// is due has been dropped, now. Tests and `sluice gc` use it; mounts run
+// the queues in the background, within deletionBudget a round.
 func (c *Client) FlushDeletions(ctx context.Context) error {
-	return c.processDeletions(ctx)
+	return c.processDeletions(ctx, 0)
 }

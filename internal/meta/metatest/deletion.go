@@ -128,6 +128,38 @@ func testDeletionPaths(t *testing.T, ns newStoreFunc) {
 	}
 }
 
+// testDeletionBacklog checks that one FlushDeletions drops the data of
+// every deleted file that is due, however many more than one listing of
+// the queue takes, and that the queue is empty afterwards.
+func testDeletionBacklog(t *testing.T, ns newStoreFunc) {
+	rec := &deleteRecorder{ids: map[uint64]uint32{}}
+	st := openStore(t, ns)
+	format(t, st, testFormat())
+	c := newClient(t, st, meta.Config{DeleteSlice: rec.delete})
+	const n = 210 // more than two listings of 100
+	ids := make([]uint64, n)
+	for i := range n {
+		f := mkfile(t, c, meta.RootIno, fmt.Sprintf("f%03d", i))
+		s := newSlice(t, c, 0, 100)
+		write(t, c, f.Ino, 0, s)
+		ids[i] = s.Id
+	}
+	for i := range n {
+		wantErr(t, "unlink", c.Unlink(root, meta.RootIno, []byte(fmt.Sprintf("f%03d", i))), 0)
+	}
+	flushDeletions(t, c)
+	wantDeleted(t, rec, fmt.Sprintf("after removing %d files", n), ids...)
+	if err := st.View(root, func(tx store.Tx) error {
+		files, err := tx.DelFiles(0)
+		if err == nil && len(files) > 0 {
+			err = fmt.Errorf("%d deleted files still queued, first %+v", len(files), files[0])
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sparseFile creates name with one 1-byte slice at the start of each of n
 // chunks and returns it with the slice ids.
 func sparseFile(t *testing.T, c *meta.Client, name string, n int) (*meta.Attr, []uint64) {

@@ -86,6 +86,7 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"TrashProtected", testTrashProtected},
 		{"TrashLease", testTrashLease},
 		{"DeletionPaths", testDeletionPaths},
+		{"DeletionBacklog", testDeletionBacklog},
 		{"DeleteWorkers", testDeleteWorkers},
 		{"TruncateManyChunks", testTruncateManyChunks},
 		{"FragmentedChunk", testFragmentedChunk},

@@ -1,0 +1,22 @@
+package meta
+
+import (
+	"context"
+	"time"
+)
+
+// ProcessDeletions runs processDeletions with budget, for the tests of
+// package meta_test.
+func (c *Client) ProcessDeletions(ctx context.Context, budget time.Duration) error {
+	return c.processDeletions(ctx, budget)
+}
+
+// DeletionRound runs deletionRound, for the tests of package meta_test.
+func (c *Client) DeletionRound(seen *uint64) time.Duration { return c.deletionRound(seen) }
+
+// The budgets of background deletion rounds, for the tests of package
+// meta_test.
+const (
+	DeletionBudget = deletionBudget
+	OneBatch       = oneBatch
+)
