@@ -165,6 +165,59 @@ func TestCacheKnownDirectory(t *testing.T) {
 	}
 }
 
+// TestCacheListedDirectory: the entries of a directory a read lists
+// whole from the server come to be served by the cache, so that removing
+// or opening each listed name needs no read of its own; a partial
+// listing (a page that may not be the last) is left alone, and the
+// listed names follow another handle's changes.
+func TestCacheListedDirectory(t *testing.T) {
+	d1, d2 := cachedHandles(t)
+	scan := func(dir string, limit int) int {
+		t.Helper()
+		var n int
+		err := d1.View(context.Background(), func(tx kvstore.Txn) error {
+			pairs, err := tx.Scan([]byte(dir), []byte(dir+"\xff"), limit)
+			n = len(pairs)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	whole := "A\x00\x00\x00\x00\x00\x00\x00\x21D"
+	paged := "A\x00\x00\x00\x00\x00\x00\x00\x22D"
+	for i := range 5 {
+		set(t, d2, fmt.Sprintf("%sf%d", whole, i), fmt.Sprint("\x01\x00\x00\x00\x00\x00\x00\x01", i))
+		set(t, d2, fmt.Sprintf("%sf%d", paged, i), fmt.Sprint("\x01\x00\x00\x00\x00\x00\x00\x02", i))
+	}
+	if n := scan(whole, 0); n != 5 {
+		t.Fatalf("listed %d entries, want 5", n)
+	}
+	if n := scan(paged, 3); n != 3 {
+		t.Fatalf("listed %d entries of a page of 3, want 3", n)
+	}
+	waitFor(t, "the listed entries to be cached", func() bool {
+		for i := range 5 {
+			if !cached(d1, fmt.Sprintf("%sf%d", whole, i)) {
+				return false
+			}
+		}
+		return true
+	})
+	// The cache reads on its own connection; give it the time it took for
+	// the whole listing before looking at the page.
+	time.Sleep(50 * time.Millisecond)
+	for i := range 5 {
+		if cached(d1, fmt.Sprintf("%sf%d", paged, i)) {
+			t.Errorf("entry f%d of a partial listing is cached", i)
+		}
+	}
+	k := whole + "f2"
+	set(t, d2, k, "")
+	waitFor(t, "the removed name to be seen", func() bool { return get(t, d1, k) == "<missing>" })
+}
+
 // TestCacheConnectionLost: when the tracking connection is killed, the
 // cache stops serving values, commits go on, and the cache comes back
 // after reconnecting.

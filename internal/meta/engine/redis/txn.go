@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/store/kvstore/kvcache"
 )
 
 // txn is one transaction. Maps are keyed by kvstore key (not Redis key).
@@ -393,9 +394,29 @@ func (t *txn) Scan(begin, end []byte, limit int) ([]kvstore.Pair, error) {
 		from = "(" + ms[len(ms)-1]
 	}
 	if t.d.cache != nil {
+		if !t.update && len(g) == entryGroupLen && lo == string(g) && len(out) > 0 &&
+			followsValue(string(out[0].Key)) && len(out) <= kvcache.ListMax && (limit <= 0 || len(out) < limit) {
+			t.wantListed(out)
+		}
 		t.d.cache.Fence(string(g))
 	}
 	return t.addPending(out, found, pending, limit), nil
+}
+
+// wantListed asks the cache to follow the entries of a directory a read
+// just listed whole from the server. A listing does not fill the cache
+// (the cache reads and tracks on its own connection), so without this the
+// unlink, rename or open of each listed name read its entry again in a
+// round trip of its own: `rm -rf` of a tree on a newly mounted volume ran
+// one read script per removal besides its commit. The cache reads the
+// entries' current values itself; the listing's are not used.
+func (t *txn) wantListed(out []kvstore.Pair) {
+	keys := make([]string, len(out))
+	vals := make([][]byte, len(out))
+	for i, p := range out {
+		keys[i], vals[i] = string(p.Key), p.Value
+	}
+	t.d.cache.Want(keys, vals)
 }
 
 // addPending adds to out, the stored pairs a scan found, the buffered sets
