@@ -20,7 +20,7 @@ import (
 // leave the queue. A crash at any point leaves work queued, never data
 // named by metadata but deleted from storage.
 //
-// Deleted files are dropped dropWorkers at a time, batch after batch,
+// Deleted files are dropped one after another, batch after batch,
 // until none is due or, with a budget above 0, until the budget has
 // passed: the background round stays within its tick, and a removal of a
 // large tree is reclaimed at the pace of the engine's round trips rather
@@ -39,18 +39,19 @@ func (c *Client) processDeletions(ctx context.Context, budget time.Duration) err
 			return fmt.Errorf("list deleted files: %w", err)
 		}
 		now := c.conf.Now().Unix() // queued with the same clock, see destroy
-		var due []store.DelFile
+		due := 0
 		for _, f := range files {
-			if f.Expire <= now {
-				due = append(due, f)
+			if f.Expire > now {
+				continue
 			}
-		}
-		if err := c.dropFiles(ctx, due); err != nil {
-			return err
+			due++
+			if err := c.dropFileData(ctx, f); err != nil {
+				return err
+			}
 		}
 		// Files not due yet stay first in the queue: a batch of them
 		// alone ends the round.
-		if len(files) < delFilesBatch || len(due) == 0 || ctx.Err() != nil ||
+		if len(files) < delFilesBatch || due == 0 || ctx.Err() != nil ||
 			(budget > 0 && time.Since(start) >= budget) {
 			break
 		}
@@ -127,15 +128,12 @@ func (c *Client) deleteSlices(ctx context.Context, slices []Slice) error {
 	return errors.Join(errs...)
 }
 
-// delFilesBatch is how many queued deleted files one listing takes, and
-// dropWorkers how many of them are dropped at once. Each drop is a few
-// round trips (the chunk list, the slices' references, the commit); more
-// than one at a time emptied a removed tree's blocks sooner but slowed
-// the removal itself by two thirds on Redis (docs/benchmarks.md).
-const (
-	delFilesBatch = 100
-	dropWorkers   = 1
-)
+// delFilesBatch is how many queued deleted files one listing takes. They
+// are dropped one at a time: each drop is a few round trips (the chunk
+// list, the slices' references, the commit), and four at once emptied a
+// removed tree's blocks sooner but slowed the removal itself by two
+// thirds on Redis (docs/benchmarks.md).
+const delFilesBatch = 100
 
 // deletionBudget bounds the time a mount's background round spends
 // dropping deleted files, so that the round, which also beats the
@@ -158,17 +156,6 @@ func (c *Client) deletionRound(seen *uint64) time.Duration {
 		return oneBatch
 	}
 	return deletionBudget
-}
-
-// dropFiles drops the data of files, dropWorkers at a time. The first
-// failure stops the others; what is left stays queued.
-func (c *Client) dropFiles(ctx context.Context, files []store.DelFile) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(dropWorkers)
-	for _, f := range files {
-		g.Go(func() error { return c.dropFileData(gctx, f) })
-	}
-	return g.Wait()
 }
 
 // dropFileData drops the chunks of a deleted file in bounded batches and
