@@ -84,12 +84,13 @@ const (
 	PingEvery = 250 * time.Millisecond
 )
 
-// RefetchDelay is how long the read of a key the stream reported changed
-// waits, so that the reads of many changes share one command. The key is
-// unusable from the moment the report arrives; the delay only postpones
-// when it becomes usable again. (Redis reports a handle's own commits
-// too, so most reports are of those; reading them at once would cost a
-// command and two wake-ups per commit.)
+// RefetchDelay is the longest the read of a key the stream reported
+// changed waits, so that the reads of many changes share one command; a
+// command sent on the stream before then (a commit) takes them along. The
+// key is unusable from the moment the report arrives; the delay only
+// postpones when it becomes usable again. (Redis reports a handle's own
+// commits too, so most reports are of those; reading them at once would
+// cost a command and two wake-ups per commit.)
 const RefetchDelay = 2 * time.Millisecond
 
 // Layout is what the cache needs to know of the keys.
@@ -106,9 +107,11 @@ type Layout struct {
 // Cache is the bookkeeping of one handle's cache. Its methods are safe
 // for concurrent use.
 type Cache struct {
-	layout   Layout
-	kick     chan struct{} // wakes the stream's writer
-	lateKick chan struct{} // tells the writer that later is no longer empty
+	layout Layout
+	kick   chan struct{} // wakes the stream's writer
+	// onLater, when set (SetOnLater), is called when later stops being
+	// empty.
+	onLater func()
 
 	mu      sync.Mutex
 	m       *TwoGen[string, *entry]
@@ -146,14 +149,13 @@ type dirNames struct {
 // not live until Up.
 func New(max int, layout Layout) *Cache {
 	return &Cache{
-		layout:   layout,
-		m:        NewTwoGen[string, *entry](max),
-		writing:  map[string]int{},
-		dirs:     map[string]*dirNames{},
-		listed:   map[string]time.Time{},
-		fences:   map[string]int{},
-		kick:     make(chan struct{}, 1),
-		lateKick: make(chan struct{}, 1),
+		layout:  layout,
+		m:       NewTwoGen[string, *entry](max),
+		writing: map[string]int{},
+		dirs:    map[string]*dirNames{},
+		listed:  map[string]time.Time{},
+		fences:  map[string]int{},
+		kick:    make(chan struct{}, 1),
 	}
 }
 
@@ -162,9 +164,16 @@ func New(max int, layout Layout) *Cache {
 // methods.
 func (c *Cache) Kick() <-chan struct{} { return c.kick }
 
-// LateKick receives when a read was queued for after RefetchDelay: the
-// writer calls Due that long after.
-func (c *Cache) LateKick() <-chan struct{} { return c.lateKick }
+// SetOnLater sets the function called when a read is queued for after
+// RefetchDelay and none was waiting: the writer is to call Due that long
+// after, or earlier when it sends anyway. f runs with the cache locked
+// and must not call it; it must not block. The Tracker sets it, so that
+// a delayed read arms a timer rather than waking the writer.
+func (c *Cache) SetOnLater(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onLater = f
+}
 
 // Live reports whether the stream is delivering reports.
 func (c *Cache) Live() bool {
@@ -409,8 +418,8 @@ func (c *Cache) enqueue(k string, e *entry, later bool) {
 		return
 	}
 	c.later = append(c.later, k)
-	if len(c.later) == 1 {
-		notify(c.lateKick)
+	if len(c.later) == 1 && c.onLater != nil {
+		c.onLater()
 	}
 }
 
@@ -425,7 +434,7 @@ func (c *Cache) Want(keys []string, vals [][]byte) {
 		return
 	}
 	for i, k := range keys {
-		c.resync(k, c.lookup(k, true))
+		c.resync(k, c.lookup(k, true), false)
 		if vals[i] == nil {
 			if g, ok := c.layout.Dir(k); ok {
 				c.listDir(g)
@@ -468,7 +477,7 @@ func (c *Cache) Refresh(keys []string) {
 	defer c.mu.Unlock()
 	for _, k := range keys {
 		if e := c.lookup(k, false); e != nil {
-			c.resync(k, e)
+			c.resync(k, e, false)
 		}
 	}
 }
@@ -479,13 +488,14 @@ func (c *Cache) Refresh(keys []string) {
 // far: a command already sent may have run before it, and the
 // invalidation of the write in between may still be on its way. So
 // replies to commands sent before are ignored, even one that already
-// arrived. The caller holds mu.
-func (c *Cache) resync(k string, e *entry) {
+// arrived. With later, the read waits for RefetchDelay or the next
+// command sent. The caller holds mu.
+func (c *Cache) resync(k string, e *entry, later bool) {
 	e.valid = false
 	e.from = c.next
 	e.sent = 0
 	c.dirChanged(k, false, nil)
-	c.enqueue(k, e, false)
+	c.enqueue(k, e, later)
 }
 
 // BeginWrite marks keys as being committed by this handle elsewhere.
@@ -504,7 +514,9 @@ func (c *Cache) BeginWrite(keys []string) {
 }
 
 // EndWrite ends what BeginWrite began, whether or not the commit applied
-// the writes, and reads the keys again.
+// the writes, and reads the keys again: after RefetchDelay, or with the
+// next command sent on the stream (a commit usually), so that a commit
+// costs no read of its own.
 func (c *Cache) EndWrite(keys []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -513,7 +525,7 @@ func (c *Cache) EndWrite(keys []string) {
 			delete(c.writing, k)
 		}
 		if e := c.lookup(k, c.live); e != nil {
-			c.resync(k, e)
+			c.resync(k, e, true)
 		}
 	}
 }

@@ -34,6 +34,8 @@ func newTestCache() *Cache {
 // going out with the next command.
 func TestCacheRefetchWaits(t *testing.T) {
 	c := newTestCache()
+	armed := 0
+	c.SetOnLater(func() { armed++ })
 	c.Committed(c.Seq(), map[string][]byte{"k": []byte("v")}, nil, false)
 	if v, ok := c.Get("k"); !ok || string(v) != "v" {
 		t.Fatalf("get after commit = %q, %v; want v, true", v, ok)
@@ -45,10 +47,12 @@ func TestCacheRefetchWaits(t *testing.T) {
 	if keys, _ := c.Take(readBatch); len(keys) != 0 {
 		t.Fatalf("take before due = %q; want nothing", keys)
 	}
-	select {
-	case <-c.LateKick():
-	default:
-		t.Fatal("no lateKick for the delayed read")
+	if armed != 1 {
+		t.Fatalf("the delayed read armed the timer %d times; want 1", armed)
+	}
+	c.Invalidated([]string{"k"})
+	if armed != 1 {
+		t.Fatalf("a second report of a delayed key armed the timer again (%d times)", armed)
 	}
 	c.Due()
 	keys, seq := c.Take(readBatch)
@@ -304,6 +308,10 @@ func TestCacheList(t *testing.T) {
 		{"a new name committed elsewhere, read again", func(c *Cache) {
 			c.BeginWrite([]string{dir + "e"})
 			c.EndWrite([]string{dir + "e"})
+			if keys, _ := c.Take(readBatch); len(keys) != 0 {
+				t.Fatalf("take before due = %q; want the read delayed", keys)
+			}
+			c.Due()
 			keys, seq := c.Take(readBatch)
 			c.Filled(seq, keys, [][]byte{[]byte("5")})
 		}, dir, 0, "a=1 b=2 c=3 e=5 ", true},

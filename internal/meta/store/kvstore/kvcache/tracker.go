@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,12 @@ type Tracker struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// late fires RefetchDelay after a read was delayed (Cache.SetOnLater)
+	// while armed was false; a command sent before takes the delayed
+	// reads along and stops it.
+	late  *time.Timer
+	armed atomic.Bool
 
 	// mu orders the requests sent on sess with their entries in fifo.
 	mu   sync.Mutex
@@ -60,8 +67,29 @@ func NewTracker(c *Cache, s Stream, log *slog.Logger) *Tracker {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Tracker{c: c, s: s, log: log, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	t.late = time.NewTimer(RefetchDelay)
+	t.late.Stop()
+	c.SetOnLater(t.armLate)
 	go t.run()
 	return t
+}
+
+// armLate starts the timer of delayed reads unless it runs. It is called
+// by the cache, from whichever goroutine delayed a read (most often the
+// session's, for a report of the handle's own commit), and does not wake
+// the writer: a commit sent within RefetchDelay takes the reads along.
+func (t *Tracker) armLate() {
+	if t.armed.CompareAndSwap(false, true) {
+		t.late.Reset(RefetchDelay)
+	}
+}
+
+// disarmLate stops the timer of delayed reads, before they are taken
+// (Cache.Due): a read delayed after that arms it again.
+func (t *Tracker) disarmLate() {
+	if t.armed.CompareAndSwap(true, false) {
+		t.late.Stop()
+	}
 }
 
 // Close stops the tracker and waits for it; the cache stays off.
@@ -194,14 +222,10 @@ func (t *Tracker) answered(p pending, m Message) error {
 	return nil
 }
 
-// write sends the cache's requests and the pings until quit or an error,
-// recording each request in fifo before it is sent.
+// write sends the cache's requests and the pings until quit or an error.
 func (t *Tracker) write(sess Session, quit chan struct{}) error {
 	tick := time.NewTicker(PingEvery)
 	defer tick.Stop()
-	late := time.NewTimer(RefetchDelay)
-	late.Stop()
-	armed := false
 	var reqs []Request
 	for {
 		ping := false
@@ -211,41 +235,10 @@ func (t *Tracker) write(sess Session, quit chan struct{}) error {
 		case <-tick.C:
 			ping = true
 		case <-t.c.Kick():
-		case <-t.c.LateKick():
-			if !armed {
-				late.Reset(RefetchDelay)
-				armed = true
-			}
-			continue
-		case <-late.C:
-			armed = false
+		case <-t.late.C:
 		}
-		t.c.Due()
-		reqs = reqs[:0]
 		t.mu.Lock()
-		now := time.Now()
-		add := func(p pending) {
-			p.sent = now
-			t.fifo = append(t.fifo, p)
-			reqs = append(reqs, p.req)
-		}
-		if ping {
-			add(pending{req: Request{Kind: Barrier}})
-		}
-		for _, g := range t.c.TakeFences() {
-			add(pending{req: Request{Kind: Barrier}, fence: g})
-		}
-		dirs, seq := t.c.TakeLists()
-		for _, g := range dirs {
-			add(pending{req: Request{Kind: List, Dir: g}, seq: seq})
-		}
-		for {
-			keys, seq := t.c.Take(ReadBatch)
-			if len(keys) == 0 {
-				break
-			}
-			add(pending{req: Request{Kind: Read, Keys: keys}, seq: seq})
-		}
+		reqs = t.gather(reqs[:0], ping)
 		var err error
 		if len(reqs) > 0 {
 			err = sess.Send(reqs)
@@ -258,8 +251,44 @@ func (t *Tracker) write(sess Session, quit chan struct{}) error {
 	}
 }
 
+// gather appends to reqs, and records in fifo, what the cache has to
+// send: a barrier first with ping, then the fences' barriers, the
+// listings, and the reads, delayed ones included (Due). The caller holds
+// mu and sends reqs before it lets go of it.
+func (t *Tracker) gather(reqs []Request, ping bool) []Request {
+	t.disarmLate()
+	t.c.Due()
+	now := time.Now()
+	add := func(p pending) {
+		p.sent = now
+		t.fifo = append(t.fifo, p)
+		reqs = append(reqs, p.req)
+	}
+	if ping {
+		add(pending{req: Request{Kind: Barrier}})
+	}
+	for _, g := range t.c.TakeFences() {
+		add(pending{req: Request{Kind: Barrier}, fence: g})
+	}
+	dirs, seq := t.c.TakeLists()
+	for _, g := range dirs {
+		add(pending{req: Request{Kind: List, Dir: g}, seq: seq})
+	}
+	for {
+		keys, seq := t.c.Take(ReadBatch)
+		if len(keys) == 0 {
+			break
+		}
+		add(pending{req: Request{Kind: Read, Keys: keys}, seq: seq})
+	}
+	return reqs
+}
+
 // Call runs the engine's command cmd on the stream and waits for its
-// reply, which comes in order with the reports. then, if not nil, is
+// reply, which comes in order with the reports. Whatever the cache has
+// to send goes first, in the same write (see gather): the reads again of
+// keys the handle's last commits changed ride on its next one rather
+// than costing a command and two wake-ups each. then, if not nil, is
 // called with the cache's number of the command (see Cache.Seq) and the
 // reply (not with an error) where the reply arrives in the stream, before
 // any later report is handled, so that what it tells the cache (see
@@ -275,9 +304,10 @@ func (t *Tracker) Call(ctx context.Context, cmd any, then func(seq uint64, reply
 		t.mu.Unlock()
 		return nil, ErrNoSession
 	}
+	reqs := t.gather(nil, false)
 	req := Request{Kind: Call, Cmd: cmd}
 	t.fifo = append(t.fifo, pending{sent: time.Now(), req: req, seq: t.c.Seq(), reply: reply, then: then})
-	err := sess.Send([]Request{req})
+	err := sess.Send(append(reqs, req))
 	t.mu.Unlock()
 	if err != nil {
 		sess.Close()

@@ -15,7 +15,7 @@ type fakeStream struct {
 }
 
 func (f *fakeStream) Open(ctx context.Context) (Session, error) {
-	s := &fakeSession{sent: make(chan Request, 100), in: make(chan Message, 100), closed: make(chan struct{})}
+	s := &fakeSession{sent: make(chan Request, 100), batches: make(chan []Request, 100), in: make(chan Message, 100), closed: make(chan struct{})}
 	select {
 	case f.opened <- s:
 	case <-ctx.Done():
@@ -25,16 +25,18 @@ func (f *fakeStream) Open(ctx context.Context) (Session, error) {
 }
 
 type fakeSession struct {
-	sent   chan Request
-	in     chan Message
-	once   sync.Once
-	closed chan struct{}
+	sent    chan Request
+	batches chan []Request // each Send's requests
+	in      chan Message
+	once    sync.Once
+	closed  chan struct{}
 }
 
 func (s *fakeSession) Send(reqs []Request) error {
 	for _, q := range reqs {
 		s.sent <- q
 	}
+	s.batches <- append([]Request(nil), reqs...)
 	return nil
 }
 
@@ -134,5 +136,80 @@ func TestTrackerCallThen(t *testing.T) {
 	defer s2.Close()
 	if v, ok := c.Get("k"); ok {
 		t.Fatalf("get = %q after the session was lost", v)
+	}
+}
+
+// TestTrackerDelayedReads checks where the reads the cache delays go: a
+// Call takes them along, before itself and in the same write, so that a
+// commit after a report costs no read of its own; without a Call the
+// timer of delayed reads sends them, not the next ping.
+func TestTrackerDelayedReads(t *testing.T) {
+	f := &fakeStream{opened: make(chan *fakeSession)}
+	c := New(16, Layout{Group: func(string) string { return "" }, Dir: func(string) (string, bool) { return "", false }})
+	tr := NewTracker(c, f, nil)
+	defer tr.Close()
+	s := <-f.opened
+	for !c.Live() {
+		time.Sleep(time.Millisecond)
+	}
+	kinds := func(b []Request) (out []RequestKind) {
+		for _, q := range b {
+			out = append(out, q.Kind)
+		}
+		return out
+	}
+	next := func() []Request {
+		t.Helper()
+		for {
+			select {
+			case b := <-s.batches:
+				if len(b) == 1 && b[0].Kind == Barrier {
+					s.in <- Message{} // a ping: answer it, look further
+					continue
+				}
+				return b
+			case <-time.After(10 * time.Second):
+				t.Fatal("nothing sent")
+				return nil
+			}
+		}
+	}
+
+	// A report, then a commit: one write, the read first.
+	c.Committed(c.Seq(), map[string][]byte{"k": []byte("v0")}, nil, false)
+	c.Invalidated([]string{"k"})
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.Call(context.Background(), "commit", nil)
+		done <- err
+	}()
+	b := next()
+	if len(b) != 2 || b[0].Kind != Read || len(b[0].Keys) != 1 || b[0].Keys[0] != "k" || b[1].Kind != Call {
+		t.Fatalf("the commit's write held %v (keys %q); want the delayed read of k, then the call", kinds(b), b[0].Keys)
+	}
+	s.in <- Message{Reply: [][]byte{[]byte("v1")}}
+	s.in <- Message{Reply: "ok"}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := c.Get("k"); !ok || string(v) != "v1" {
+		t.Fatalf("get = %q, %v; want the value read with the commit, v1", v, ok)
+	}
+
+	// A report and no commit: the timer sends the read on its own.
+	c.Invalidated([]string{"k"})
+	b = next()
+	if len(b) != 1 || b[0].Kind != Read {
+		t.Fatalf("sent %v after a report; want the delayed read alone", kinds(b))
+	}
+	s.in <- Message{Reply: [][]byte{[]byte("v2")}}
+	for {
+		if v, ok := c.Get("k"); ok {
+			if string(v) != "v2" {
+				t.Fatalf("get = %q; want v2", v)
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
