@@ -130,7 +130,7 @@ func (s *Store) Get(ctx context.Context, key string, off, limit int64) (io.ReadC
 	if off < 0 {
 		return nil, fmt.Errorf("%s: get %q: negative offset %d", s, key, off)
 	}
-	f, err := os.Open(p)
+	f, err := openFile(p, os.O_RDONLY, 0)
 	if isNotFound(err) {
 		return nil, fmt.Errorf("%s: get %q: %w", s, key, object.ErrNotFound)
 	}
@@ -313,13 +313,13 @@ func (s *Store) wantsDirect(r io.Reader) bool {
 func (s *Store) openInPlace(p string, direct bool) (*os.File, bool, error) {
 	const flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if direct {
-		f, err := os.OpenFile(p, flags|unix.O_DIRECT, 0o644)
+		f, err := openFile(p, flags|unix.O_DIRECT, 0o644)
 		if !errors.Is(err, unix.EINVAL) {
 			return f, err == nil, err
 		}
 		s.noDirect.Store(true)
 	}
-	f, err := os.OpenFile(p, flags, 0o644)
+	f, err := openFile(p, flags, 0o644)
 	return f, false, err
 }
 
