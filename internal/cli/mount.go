@@ -40,6 +40,7 @@ type mountOptions struct {
 	openCache     time.Duration
 	readdirCache  bool
 	readOnly      bool
+	xattr         bool
 	bufferSize    int64
 	maxUploads    int
 	logFile       string
@@ -157,6 +158,7 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	fl.Var(secondsValue{&o.openCache}, "open-cache", "how long an open of a file or directory may trust the attributes an earlier open of it on this mount read, without asking the engine (seconds or a duration; another mount's change of a file opened again within that time may go unseen until it passes; 0: ask at every open, close-to-open; not with the metadata server, whose opens are its own)")
 	fl.BoolVar(&o.readdirCache, "readdir-cache", false, "let the kernel keep directory listings and list a directory again without asking while it is unchanged (checked against the engine at every opendir); for trees listed over and over with long entry and attribute caches, such as git working trees")
 	fl.BoolVar(&o.readOnly, "read-only", false, "mount read-only: every change fails with EROFS")
+	fl.BoolVar(&o.xattr, "enable-xattr", true, "serve extended attributes (getfattr/setfattr, file capabilities, what cp -a and rsync -X copy); --enable-xattr=false answers every xattr request ENOSYS, so that the kernel stops asking, as JuiceFS does by default: tools see EOPNOTSUPP, and small files are created and copied with fewer requests (not on a volume with POSIX ACLs)")
 	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers (writers wait when it is used up) and, as much again, for the in-memory block cache (a plain number is MiB)")
 	fl.IntVar(&o.maxUploads, "max-uploads", o.maxUploads, "number of blocks uploaded concurrently")
 	fl.Var(sizeValue{&o.maxReadahead, 1 << 20}, "max-readahead", "largest readahead window of one sequential reader (a plain number is MiB; 0 disables readahead)")
@@ -306,7 +308,7 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 		}
 	}
 	srv, err := fuse.Mount(vol.VFS(), mp, fuse.Options{FsName: "sluice:" + f.Name, KernelReadahead: kernelReadahead,
-		ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL, Metrics: vol.Telemetry()}, log)
+		ReadOnly: o.readOnly, Debug: o.debug, ACL: f.EnableACL, NoXattr: !o.xattr, Metrics: vol.Telemetry()}, log)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,13 @@ type Options struct {
 	// permissions with them too, and leaves the umask to Sluice so that
 	// default ACLs can replace it.
 	ACL bool
+	// NoXattr answers every extended-attribute request (get, set, list,
+	// remove) ENOSYS, so that the kernel stops sending them after the
+	// first of each: tools see EOPNOTSUPP, and a new file's first write
+	// is spared the kernel's security.capability lookup. JuiceFS mounts
+	// this way unless given --enable-xattr. Not with ACL, which are
+	// extended attributes.
+	NoXattr bool
 	// KernelReadahead is the kernel's readahead for files of the mount,
 	// in bytes (0 keeps the kernel's default, 128 KiB). Setting it needs
 	// root; failing to is logged, not fatal.
@@ -49,7 +56,11 @@ type Server struct {
 // returns once the kernel has the mount. As root it mounts directly,
 // without the fusermount helper; otherwise it needs fusermount3.
 func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Server, error) {
+	if opts.NoXattr && opts.ACL {
+		return nil, fmt.Errorf("mount %s: POSIX ACLs are extended attributes: they cannot be served with extended attributes off", mountPoint)
+	}
 	fs := newFileSystem(v, log)
+	fs.noXattr = opts.NoXattr
 	mo := &gofuse.MountOptions{
 		FsName:               opts.FsName,
 		Name:                 "sluice",
