@@ -192,9 +192,6 @@ func (fs *fileSystem) FsyncDir(cancel <-chan struct{}, in *gofuse.FsyncIn) gofus
 }
 
 func (fs *fileSystem) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, dest []byte) (uint32, gofuse.Status) {
-	if fs.noXattr {
-		return 0, gofuse.ENOSYS
-	}
 	ctx := fs.ctx(cancel, h)
 	defer ctx.end()
 	v, err := fs.v.GetXattr(ctx, meta.Ino(h.NodeId), name)
@@ -208,9 +205,6 @@ func (fs *fileSystem) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name 
 }
 
 func (fs *fileSystem) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (uint32, gofuse.Status) {
-	if fs.noXattr {
-		return 0, gofuse.ENOSYS
-	}
 	ctx := fs.ctx(cancel, h)
 	defer ctx.end()
 	names, err := fs.v.ListXattr(ctx, meta.Ino(h.NodeId))
@@ -228,18 +222,12 @@ func (fs *fileSystem) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest
 }
 
 func (fs *fileSystem) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name string, data []byte) gofuse.Status {
-	if fs.noXattr {
-		return gofuse.ENOSYS
-	}
 	ctx := fs.ctx(cancel, &in.InHeader)
 	defer ctx.end()
 	return fs.status("setxattr", fs.v.SetXattr(ctx, meta.Ino(in.NodeId), name, data, in.Flags))
 }
 
 func (fs *fileSystem) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
-	if fs.noXattr {
-		return gofuse.ENOSYS
-	}
 	ctx := fs.ctx(cancel, h)
 	defer ctx.end()
 	return fs.status("removexattr", fs.v.RemoveXattr(ctx, meta.Ino(h.NodeId), name))

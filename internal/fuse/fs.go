@@ -24,7 +24,6 @@ type fileSystem struct {
 	conf                 vfs.Config // v's, which never changes
 	log                  *slog.Logger
 	groups               *groupCache
-	noXattr              bool // Options.NoXattr
 }
 
 var _ gofuse.RawFileSystem = (*fileSystem)(nil)

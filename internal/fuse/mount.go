@@ -60,7 +60,6 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 		return nil, fmt.Errorf("mount %s: POSIX ACLs are extended attributes: they cannot be served with extended attributes off", mountPoint)
 	}
 	fs := newFileSystem(v, log)
-	fs.noXattr = opts.NoXattr
 	mo := &gofuse.MountOptions{
 		FsName:               opts.FsName,
 		Name:                 "sluice",
@@ -76,6 +75,8 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 		// to the kernel.
 		EnableLocks: !opts.ReadOnly,
 		EnableAcl:   opts.ACL,
+		// go-fuse answers them itself (LISTXATTR too).
+		DisableXAttrs: opts.NoXattr,
 	}
 	if opts.ACL {
 		mo.ExtraCapabilities |= gofuse.CAP_DONT_MASK

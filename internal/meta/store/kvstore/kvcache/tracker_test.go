@@ -85,16 +85,28 @@ func (s *fakeSession) serve(mu *sync.Mutex, vals map[string][]byte, onCall func(
 	}
 }
 
+// startTracker starts a Tracker of a cache with no groups on a fake
+// stream, and returns them with the first session once the cache is live.
+// The tracker stops when the test ends.
+func startTracker(t *testing.T) (*fakeStream, *Cache, *Tracker, *fakeSession) {
+	t.Helper()
+	f := &fakeStream{opened: make(chan *fakeSession)}
+	c := New(16, Layout{Group: func(string) string { return "" }, Dir: func(string) (string, bool) { return "", false }})
+	tr := NewTracker(c, f, nil)
+	t.Cleanup(tr.Close)
+	s := <-f.opened
+	for !c.Live() {
+		time.Sleep(time.Millisecond)
+	}
+	return f, c, tr, s
+}
+
 // TestTrackerCallThen checks that the outcome of a Call reaches the cache
 // where its reply is in the stream: a report that follows the reply
 // makes the value unusable even when the caller has not run yet, and
 // the value read again is the one served.
 func TestTrackerCallThen(t *testing.T) {
-	f := &fakeStream{opened: make(chan *fakeSession)}
-	c := New(16, Layout{Group: func(string) string { return "" }, Dir: func(string) (string, bool) { return "", false }})
-	tr := NewTracker(c, f, nil)
-	defer tr.Close()
-	s := <-f.opened
+	f, c, tr, s := startTracker(t)
 	var mu sync.Mutex
 	vals := map[string][]byte{}
 	go s.serve(&mu, vals, func() []Message {
@@ -104,9 +116,6 @@ func TestTrackerCallThen(t *testing.T) {
 		mu.Unlock()
 		return []Message{{Reply: "ok"}, {Report: true, Keys: []string{"k"}}}
 	})
-	for !c.Live() {
-		time.Sleep(time.Millisecond)
-	}
 	block := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -144,14 +153,7 @@ func TestTrackerCallThen(t *testing.T) {
 // commit after a report costs no read of its own; without a Call the
 // timer of delayed reads sends them, not the next ping.
 func TestTrackerDelayedReads(t *testing.T) {
-	f := &fakeStream{opened: make(chan *fakeSession)}
-	c := New(16, Layout{Group: func(string) string { return "" }, Dir: func(string) (string, bool) { return "", false }})
-	tr := NewTracker(c, f, nil)
-	defer tr.Close()
-	s := <-f.opened
-	for !c.Live() {
-		time.Sleep(time.Millisecond)
-	}
+	_, c, tr, s := startTracker(t)
 	kinds := func(b []Request) (out []RequestKind) {
 		for _, q := range b {
 			out = append(out, q.Kind)
