@@ -480,8 +480,8 @@ func (d *dumper) fetch(tx store.Tx, j *job) error {
 		switch {
 		case n == nil:
 		case n.Type == store.TypeFile:
-			for idx := uint64(0); idx*meta.ChunkSize < n.Length; idx++ {
-				j.keys = append(j.keys, store.ChunkKey{Ino: n.Ino, Idx: uint32(idx)})
+			if j.keys, err = appendChunkKeys(j.keys, tx, n.Ino, n.Length); err != nil {
+				return fmt.Errorf("list chunks of inode %d: %w", n.Ino, err)
 			}
 		case n.Type == store.TypeSymlink:
 			links = append(links, n.Ino)
@@ -503,6 +503,40 @@ func (d *dumper) fetch(tx store.Tx, j *job) error {
 		}
 	}
 	return nil
+}
+
+// denseChunks is the most chunks a file may span for the dump to read
+// every one of its chunk indexes in the job's batch; the chunks of a
+// longer file, which is mostly holes when it is huge (a sparse file of
+// petabytes spans hundreds of millions), are listed by the engine.
+const denseChunks = 1024
+
+// appendChunkKeys appends to keys those of the chunks of file ino, length
+// bytes long, that the dump reads.
+func appendChunkKeys(keys []store.ChunkKey, tx store.Tx, ino store.Ino, length uint64) ([]store.ChunkKey, error) {
+	count := (min(length, meta.MaxFileSize) + meta.ChunkSize - 1) / meta.ChunkSize
+	if count <= denseChunks {
+		for idx := uint64(0); idx < count; idx++ {
+			keys = append(keys, store.ChunkKey{Ino: ino, Idx: uint32(idx)})
+		}
+		return keys, nil
+	}
+	for from := uint32(0); ; {
+		idxs, err := tx.ChunkIndexes(ino, from, denseChunks)
+		if err != nil {
+			return nil, err
+		}
+		for _, idx := range idxs {
+			if uint64(idx) >= count {
+				return keys, nil
+			}
+			keys = append(keys, store.ChunkKey{Ino: ino, Idx: idx})
+		}
+		if len(idxs) < denseChunks {
+			return keys, nil
+		}
+		from = idxs[len(idxs)-1] + 1
+	}
 }
 
 // write writes a fetched job.

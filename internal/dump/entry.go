@@ -211,6 +211,10 @@ func (l *loader) attr(it *jsoniter.Iterator, n *store.Node) bool {
 		l.failf("nanoseconds out of range")
 		return false
 	}
+	if n.Length > meta.MaxFileSize && n.Type == store.TypeFile {
+		l.failf("length %d is past the largest file size, %d", n.Length, uint64(meta.MaxFileSize))
+		return false
+	}
 	return true
 }
 
@@ -268,6 +272,10 @@ func (l *loader) chunks(it *jsoniter.Iterator, out []store.BulkChunk) []store.Bu
 			return l.err == nil && it.Error == nil
 		})
 		if l.err != nil || it.Error != nil {
+			return false
+		}
+		if uint64(c.Idx)*meta.ChunkSize >= meta.MaxFileSize {
+			l.failf("chunk %d is past the largest file size, %d", c.Idx, uint64(meta.MaxFileSize))
 			return false
 		}
 		if len(c.Slices) > 0 {

@@ -34,6 +34,15 @@ const RootIno = store.RootIno
 // ChunkSize is the size of the file range one slice list describes.
 const ChunkSize = 64 << 20
 
+// MaxFileSize is the largest size of a file, 128 PiB (2^31 chunks): the
+// bound JuiceFS has too, so a volume moves between the two (dump, load)
+// with every file intact. No byte of a file lies at or past it: a write,
+// truncation, fallocate or copy_file_range that would reach past it fails
+// with EFBIG (a write that starts below it is cut short there, as a local
+// file system does), so every chunk index fits the 32 bits every engine
+// and the metadata server encode it in, and no offset arithmetic wraps.
+const MaxFileSize = ChunkSize << 31
+
 // Counter names, which tools working on a whole volume (dump, load) read
 // and write too.
 const (

@@ -58,6 +58,12 @@ func (c *Client) WriteSliceAttr(ctx context.Context, ino Ino, idx uint32, s Slic
 		return Version{}, nil, err
 	}
 	end := uint64(idx)*ChunkSize + uint64(s.Pos) + uint64(s.Len)
+	if uint64(s.Pos)+uint64(s.Len) > ChunkSize {
+		return Version{}, nil, syscall.EINVAL
+	}
+	if end > MaxFileSize {
+		return Version{}, nil, syscall.EFBIG
+	}
 	var grow int64
 	var out *Attr
 	var before Version

@@ -33,7 +33,7 @@ func (c *Client) Fallocate(ctx context.Context, ino Ino, mode uint32, off, lengt
 	if length == 0 {
 		return syscall.EINVAL
 	}
-	if off+length < off || off+length > maxFileSize {
+	if off+length < off || off+length > MaxFileSize {
 		return syscall.EFBIG
 	}
 	var grow int64
@@ -88,9 +88,6 @@ func (c *Client) Fallocate(ctx context.Context, ino Ino, mode uint32, off, lengt
 	}
 	return err
 }
-
-// maxFileSize is the largest file offset Sluice accepts.
-const maxFileSize = 1 << 60
 
 // appendHoles covers the file range [off, end) with hole slices, one per
 // chunk it touches.
@@ -229,7 +226,7 @@ func CheckCopyRange(src Ino, srcOff uint64, dst Ino, dstOff uint64, length uint6
 	if src == dst && srcOff < dstOff+length && dstOff < srcOff+length {
 		return syscall.EINVAL
 	}
-	if dstOff+length < dstOff || dstOff+length > maxFileSize {
+	if dstOff+length < dstOff || dstOff+length > MaxFileSize {
 		return syscall.EFBIG
 	}
 	return nil

@@ -266,6 +266,9 @@ func (c *Client) applyAttr(tx store.Tx, cred Cred, n *Attr, mask uint32, in *Att
 				return err
 			}
 		}
+		if in.Length > MaxFileSize {
+			return syscall.EFBIG
+		}
 		if in.Length != n.Length {
 			touchMtime(n, sec, nsec)
 		}

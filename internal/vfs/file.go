@@ -707,7 +707,9 @@ func (v *VFS) read(ctx context.Context, fh uint64, off uint64, p []byte, vec boo
 	f := h.file
 	f.mu.Lock()
 	copying := f.mu.copy != nil
-	length := max(f.mu.length, f.pendingEndLocked())
+	// No byte lies past the largest file size (a file an older version
+	// let grow further reads as ending there).
+	length := min(max(f.mu.length, f.pendingEndLocked()), meta.MaxFileSize)
 	f.mu.Unlock()
 	if copying {
 		// The copy's slices are not in the file's lists yet.
@@ -756,9 +758,22 @@ func (v *VFS) read(ctx context.Context, fh uint64, off uint64, p []byte, vec boo
 // is gathered into its buffer instead.
 const maxReadPieces = 64
 
+// WriteLimit returns how many of n bytes a write at off may write: all of
+// them when they end at or before meta.MaxFileSize, those before it when
+// they cross it (a local file system cuts such a write short too), and
+// EFBIG when the write starts at or past it.
+func WriteLimit(off uint64, n int) (int, error) {
+	if off >= meta.MaxFileSize {
+		return 0, syscall.EFBIG
+	}
+	return int(min(uint64(n), meta.MaxFileSize-off)), nil
+}
+
 // Write writes data at off. It writes all of data or, failing, none:
 // once the bytes are in the file's buffers they will be committed, so a
-// cancellation of ctx (an interrupted request) counts only before.
+// cancellation of ctx (an interrupted request) counts only before. A
+// write that would reach past meta.MaxFileSize fails with EFBIG (see
+// WriteLimit for one cut short instead).
 func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) error {
 	h, err := v.handle(fh)
 	if err != nil {
@@ -770,7 +785,7 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 	if h.file == nil || h.flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		return syscall.EBADF
 	}
-	if off+uint64(len(data)) > 1<<60 {
+	if n, err := WriteLimit(off, len(data)); err != nil || n < len(data) {
 		return syscall.EFBIG
 	}
 	if err := ctx.Err(); err != nil {

@@ -77,6 +77,7 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"FormatTwice", testFormatTwice},
 		{"Fallocate", testFallocate},
 		{"CopyFileRange", testCopyFileRange},
+		{"LargestFile", testLargestFile},
 		{"Locks", testLocks},
 		{"ACL", testACL},
 		{"ACLDisabled", testACLDisabled},

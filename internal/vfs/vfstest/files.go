@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/vfs"
 )
 
 // fileOp is one step applied to a file and to its model.
@@ -43,6 +44,7 @@ var fileTests = []test{
 	{"OpenTruncates", testOpenTruncates},
 	{"AttrsShowBufferedWrites", testAttrsShowBufferedWrites},
 	{"CopyFileRange", testCopyFileRange},
+	{"LargestFile", testLargestFile},
 	{"PunchHole", testPunchHole},
 }
 
@@ -262,7 +264,76 @@ func testCopyFileRange(t *testing.T, fs *fsys) {
 	if n, err := fs.v.CopyFileRange(ctx, rw, 10*BlockSize, dw, 0, 100); err != nil || n != 0 {
 		t.Errorf("copy_file_range from past the end: %d bytes, %v; want 0", n, err)
 	}
-	wantErrno(t, "a write past the largest offset", fs.v.Write(ctx, rw, 1<<60, []byte("x")), syscall.EFBIG)
+}
+
+// testLargestFile: meta.MaxFileSize bounds a write, a truncation, an
+// fallocate and a copy_file_range, at the bound and past it, and offsets
+// that a 32-bit chunk index would wrap onto the start of the file
+// (2^59 + 4096 landed at 4096) fail with EFBIG and leave the file as it
+// was. A write may end exactly at the bound, and reads back.
+func testLargestFile(t *testing.T, fs *fsys) {
+	ctx := asRoot()
+	const maxSize = uint64(meta.MaxFileSize)
+	head := pattern(8192, 3)
+	ino := fs.create(meta.RootIno, "f", 0o644, head)
+	fh := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(fh)
+	for _, c := range []struct {
+		what string
+		off  uint64
+		n    int
+	}{
+		{"at the largest size", maxSize, 1},
+		{"across the largest size", maxSize - 1, 2},
+		{"at 2^59 + 4096", 1<<59 + 4096, 4096},
+		{"at 2^62", 1 << 62, 4096},
+		{"ending past 2^64", 1<<64 - 10, 4096},
+	} {
+		wantErrno(t, "a write "+c.what, fs.v.Write(ctx, fh, c.off, pattern(c.n, 9)), syscall.EFBIG)
+	}
+	for _, n := range []uint64{maxSize + 1, 1<<59 + 4096} {
+		_, err := fs.v.SetAttr(ctx, ino, meta.SetSize|meta.SetViaHandle, &meta.Attr{Length: n})
+		wantErrno(t, fmt.Sprintf("a truncation to %d", n), err, syscall.EFBIG)
+	}
+	wantErrno(t, "an fallocate across the largest size", fs.v.Fallocate(ctx, fh, 0, maxSize-1, 2), syscall.EFBIG)
+	wantErrno(t, "an fallocate at 2^59", fs.v.Fallocate(ctx, fh, meta.FallocZeroRange, 1<<59, 4096), syscall.EFBIG)
+	dst := fs.create(meta.RootIno, "dst", 0o644, nil)
+	out := fs.open(dst, syscall.O_RDWR)
+	defer fs.close(out)
+	_, err := fs.v.CopyFileRange(ctx, fh, 0, out, maxSize-10, 100)
+	wantErrno(t, "a copy_file_range across the largest size", err, syscall.EFBIG)
+	if n, err := fs.v.CopyFileRange(ctx, fh, 1<<59+4096, out, 0, 4096); err != nil || n != 0 {
+		t.Errorf("copy_file_range from 2^59 + 4096: %d bytes, %v; want 0", n, err)
+	}
+	if got := fs.readAll(fh); !bytes.Equal(got, head) {
+		t.Fatalf("after refused operations the file differs at %d (len %d, want %d)", firstDiff(got, head), len(got), len(head))
+	}
+
+	// Up to the bound everything works: the last byte, written, reads back.
+	fs.write(fh, maxSize-3, []byte("end"))
+	if got := fs.read(fh, maxSize-3, 10); string(got) != "end" {
+		t.Errorf("the last bytes read %q, want %q", got, "end")
+	}
+	if got := fs.read(fh, 4096, 8); !bytes.Equal(got, head[4096:4104]) {
+		t.Errorf("bytes at 4096 after writing the last ones: %q, want %q", got, head[4096:4104])
+	}
+	if n, err := vfs.WriteLimit(maxSize-3, 10); err != nil || n != 3 {
+		t.Errorf("WriteLimit across the bound: %d, %v; want 3 bytes", n, err)
+	}
+	if err := fs.v.Flush(ctx, fh, 0); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if a := fs.lookup(meta.RootIno, "f"); a.Length != maxSize {
+		t.Errorf("length after writing the last bytes: %d, want %d", a.Length, maxSize)
+	}
+	ro := fs.open(ino, syscall.O_RDONLY)
+	defer fs.close(ro)
+	if got := fs.read(ro, 0, 8192); !bytes.Equal(got, head) {
+		t.Errorf("the head changed after writing the last bytes")
+	}
+	if got := fs.read(ro, maxSize-3, 10); string(got) != "end" {
+		t.Errorf("the last bytes read %q through another handle, want %q", got, "end")
+	}
 }
 
 // testPunchHole: a hole punched over buffered and committed data reads
