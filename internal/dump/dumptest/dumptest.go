@@ -52,7 +52,7 @@ var ctx = context.Background()
 
 // Fill builds a volume with every kind of entry in st through a client:
 // nested and empty directories, files with several chunks and
-// overlapping slices, a sparse file, hard links in one and in two
+// overlapping slices, a sparse file and one of the largest size, hard links in one and in two
 // directories, symlinks (one with a target that is not UTF-8), a fifo, a
 // socket and devices, extended attributes with binary values, ACLs, names
 // that are not UTF-8 or need escaping, set times and owners, and a file
@@ -121,6 +121,12 @@ func Fill(t *testing.T, st store.Store) {
 	write(sparse, 0, slice(0, 10))
 	_, err = c.SetAttr(ctx, sparse, meta.SetSize, &meta.Attr{Length: 200 << 20})
 	must("truncate up", err)
+
+	// A file as long as a file may be, with data at both ends: its 2^31
+	// chunk indexes are not all asked for.
+	huge := file(a, "huge")
+	write(huge, 0, slice(0, 10))
+	write(huge, uint32(meta.MaxFileSize/meta.ChunkSize-1), slice(meta.ChunkSize-10, 10))
 
 	small := file(odd, "\x80bad utf8")
 	write(small, 0, slice(0, 10000))
@@ -221,6 +227,9 @@ func testRoundTrip(t *testing.T, newStore NewStore) {
 	}
 	if !bytes.Contains(first, []byte(`"DelFiles": [`+"\n"+`    {"inode":`)) {
 		t.Errorf("the dump lists no file waiting for deletion:\n%s", first)
+	}
+	if !bytes.Contains(first, []byte(`{"index":2147483647,`)) {
+		t.Errorf("the dump lacks the last chunk of the largest file")
 	}
 	// The settings carry the metadata version of the format's layout,
 	// which JuiceFS loads, whatever version the volume itself has.

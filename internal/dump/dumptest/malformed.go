@@ -52,6 +52,8 @@ func testMalformed(t *testing.T, newStore NewStore) {
 		{"unknown type", minimal(file("f", 2, "door")), `unknown type "door"`},
 		{"negative size", strings.Replace(good, `"length":5`, `"length":-5`, 1), `attr "length"`},
 		{"slice past its chunk", strings.Replace(good, `{"id":3,"size":5,"len":5}`, `{"id":3,"pos":67108860,"size":5,"len":5}`, 1), "runs past the 64 MiB chunk"},
+		{"file past the largest size", strings.Replace(good, `"length":5`, `"length":144115188075855873`, 1), "past the largest file size"},
+		{"chunk past the largest size", strings.Replace(good, `"index":0`, `"index":2147483648`, 1), "chunk 2147483648 is past the largest file size"},
 		{"trailing garbage", good + "}", "after the dump"},
 		{"bad settings", strings.Replace(good, `"Name": "bad"`, `"Name": "Bad Name!"`, 1), "invalid volume name"},
 	}
