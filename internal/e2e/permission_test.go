@@ -33,6 +33,7 @@ func TestPOSIXOtherUser(t *testing.T) {
 			t.Run("search permission", func(t *testing.T) { testSearchPermission(t, v.mnt) })
 			t.Run("FIFO mode", func(t *testing.T) { testFIFOMode(t, v.mnt) })
 			t.Run("write kills setuid", func(t *testing.T) { testWriteKillsSetID(t, v.mnt) })
+			t.Run("execute-only program", func(t *testing.T) { testExecOnly(t, v.mnt) })
 		})
 	}
 }

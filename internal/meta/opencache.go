@@ -198,12 +198,21 @@ func (c *Client) cachedFor(ctx context.Context, ino Ino, typ uint8, mask uint32)
 	return a, true
 }
 
+// FlagOpenExec is the kernel's __FMODE_EXEC among the flags of an open:
+// the open execve(2) makes of the program (and of an ELF interpreter),
+// which asks for execute permission and no read permission, so that a
+// program of mode 0111 runs as it does on a local file system.
+const FlagOpenExec = 0x20
+
 // openMask is the access an open(2) with flags asks for.
 func openMask(flags uint32) uint32 {
 	var mask uint32
 	switch flags & syscall.O_ACCMODE {
 	case syscall.O_RDONLY:
 		mask = MayRead
+		if flags&FlagOpenExec != 0 {
+			mask = MayExec
+		}
 	case syscall.O_WRONLY:
 		mask = MayWrite
 	case syscall.O_RDWR:
