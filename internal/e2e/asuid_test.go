@@ -201,6 +201,11 @@ func syscallOf(args []string) error {
 			return fmt.Errorf("link: missing new name")
 		}
 		return syscall.Link(path, rest[0])
+	case "removexattr":
+		if len(rest) < 1 {
+			return fmt.Errorf("removexattr: missing name")
+		}
+		return syscall.Removexattr(path, rest[0])
 	}
 	return fmt.Errorf("unknown operation %s", op)
 }

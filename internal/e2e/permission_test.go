@@ -34,6 +34,7 @@ func TestPOSIXOtherUser(t *testing.T) {
 			t.Run("FIFO mode", func(t *testing.T) { testFIFOMode(t, v.mnt) })
 			t.Run("write kills setuid", func(t *testing.T) { testWriteKillsSetID(t, v.mnt) })
 			t.Run("execute-only program", func(t *testing.T) { testExecOnly(t, v.mnt) })
+			t.Run("fallocate kills setuid and capabilities", func(t *testing.T) { testFallocateKillsPriv(t, v.mnt) })
 		})
 	}
 }

@@ -127,10 +127,19 @@ func (fs *fileSystem) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 	}
 }
 
-// Fallocate applies fallocate(2); see meta.Fallocate for the modes.
+// Fallocate applies fallocate(2); see meta.Fallocate for the modes. An
+// fallocate changes the file as a write does, so a caller without
+// CAP_FSETID first drops its setuid and setgid bits (the kernel drops its
+// file capabilities itself, with a REMOVEXATTR), which the kernel leaves
+// to Sluice but, unlike for a write, does not flag.
 func (fs *fileSystem) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) gofuse.Status {
 	ctx := fs.ctx(cancel, &in.InHeader)
 	defer ctx.end()
+	if fs.v.HasSetID(in.Fh) && !keepsSetID(in.Pid, in.Uid) {
+		if err := fs.v.KillSetID(ctx, in.Fh); err != nil {
+			return fs.status("fallocate", err)
+		}
+	}
 	return fs.status("fallocate", fs.v.Fallocate(ctx, in.Fh, in.Mode, in.Offset, in.Length))
 }
 

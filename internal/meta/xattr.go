@@ -65,6 +65,10 @@ func (c *Client) unsupportedXattr(name string) bool {
 	return !(isACL(name) && c.format.EnableACL)
 }
 
+// XattrCaps is the extended attribute that holds a file's capabilities
+// (capabilities(7)), which a write or truncation by anyone drops.
+const XattrCaps = "security.capability"
+
 // XattrSupported reports whether the volume keeps extended attributes
 // named name at all: a request for any other name fails with EOPNOTSUPP
 // whatever the node, and changes nothing.
@@ -232,7 +236,14 @@ func (c *Client) RemoveXattr(ctx context.Context, ino Ino, name string) error {
 			return err
 		}
 		if err := c.checkXattr(tx, cred, n, name, true); err != nil {
-			return err
+			// A write by someone who may write the file drops its file
+			// capabilities, as it drops setuid: the kernel asks for
+			// that with this request, as the writer (a removal that a
+			// program asks for needs CAP_SETFCAP, which the kernel
+			// checked before sending it).
+			if name != XattrCaps || checkAccess(tx, cred, n, MayWrite) != nil {
+				return err
+			}
 		}
 		if n.Flags&(FlagImmutable|FlagAppend) != 0 {
 			return syscall.EPERM

@@ -813,6 +813,18 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 	return nil
 }
 
+// HasSetID reports whether the handle's file has setuid or setgid bits,
+// as this mount last saw it.
+func (v *VFS) HasSetID(fh uint64) bool {
+	h, err := v.handle(fh)
+	if err != nil || h.file == nil {
+		return false
+	}
+	h.file.mu.Lock()
+	defer h.file.mu.Unlock()
+	return h.file.mu.attr != nil && meta.HasSetID(h.file.mu.attr.Mode)
+}
+
 // KillSetID drops setuid, and setgid when the group may execute, from
 // the handle's file, as a write or truncation by a process without
 // CAP_FSETID must: the FUSE kernel leaves it to the file system when it

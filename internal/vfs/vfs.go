@@ -403,7 +403,7 @@ func (v *VFS) StatFS(ctx context.Context) (meta.StatFS, error) { return v.meta.S
 
 // xattrCaps is the attribute of file capabilities, which the kernel asks
 // for before writes and chown of a file to drop it.
-const xattrCaps = "security.capability"
+const xattrCaps = meta.XattrCaps
 
 // GetXattr returns an extended attribute. The capabilities of an open
 // file known to have none are answered without the engine.
