@@ -88,6 +88,10 @@ func (fs *fileSystem) fillEntry(a *meta.Attr, out *gofuse.EntryOut) {
 // they allow.
 func (fs *fileSystem) fillAgedEntry(a *meta.Attr, age time.Duration, out *gofuse.EntryOut) {
 	out.NodeId = uint64(a.Ino)
+	// Generation 0 for every inode: Sluice never gives an inode number
+	// twice (meta.Client.newIno), so a number with the generation the
+	// kernel puts in file handles names one file.
+	out.Generation = 0
 	fillAttr(a, &out.Attr)
 	entry := fs.conf.EntryTimeout
 	if a.Type == store.TypeDir {
@@ -102,9 +106,22 @@ func (fs *fileSystem) attrOut(a *meta.Attr, out *gofuse.AttrOut) {
 	out.SetTimeout(fs.conf.AttrTimeout)
 }
 
+// Lookup finds name in directory h.NodeId.
+//
+// The kernel resolves "." and ".." of a path itself and sends them only
+// to decode a file handle whose inode it no longer caches (the mount has
+// FUSE_EXPORT_SUPPORT; Linux's fuse_get_dentry and fuse_get_parent): "."
+// on the handle's node id, of any file type, whose reply must carry that
+// node id and the handle's generation (always 0, see vfs.ByHandle), and
+// ".." on a directory to connect it to the tree. Both count one kernel
+// reference, as any lookup does, which needs no bookkeeping here: node
+// ids are inode numbers (see Forget). A deleted file's handle is ESTALE.
 func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
 	ctx := fs.ctx(cancel, h)
 	defer ctx.end()
+	if name == "." || name == ".." {
+		return fs.lookupHandle(ctx, meta.Ino(h.NodeId), name, out)
+	}
 	a, age, err := fs.v.LookupAged(ctx, meta.Ino(h.NodeId), []byte(name))
 	if meta.Errno(err) == syscall.ENOENT && fs.conf.NegEntryTimeout > 0 {
 		// A reply without a node caches the name's absence, so repeated
@@ -118,6 +135,23 @@ func (fs *fileSystem) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name st
 		return fs.status("lookup", err)
 	}
 	fs.fillAgedEntry(a, age, out)
+	return gofuse.OK
+}
+
+// lookupHandle answers the kernel's LOOKUP of "." (ino itself) or ".."
+// (its parent) while it decodes a file handle (see Lookup).
+func (fs *fileSystem) lookupHandle(ctx *request, ino meta.Ino, name string, out *gofuse.EntryOut) gofuse.Status {
+	var a *meta.Attr
+	var err error
+	if name == "." {
+		a, err = fs.v.ByHandle(ctx, ino)
+	} else {
+		a, err = fs.v.ParentOf(ctx, ino)
+	}
+	if err != nil {
+		return fs.status("lookup", err)
+	}
+	fs.fillEntry(a, out)
 	return gofuse.OK
 }
 

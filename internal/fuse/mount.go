@@ -86,6 +86,13 @@ func Mount(v *vfs.VFS, mountPoint string, opts Options, log *slog.Logger) (*Serv
 	// kernel need not ask for security.capability before every write,
 	// nor fetch the attributes again before every chown.
 	mo.ExtraCapabilities |= gofuse.CAP_HANDLE_KILLPRIV_V2
+	// File handles (name_to_handle_at, open_by_handle_at, NFS re-export)
+	// outlive the kernel's inode: to decode one it no longer caches, the
+	// kernel asks the file system with a LOOKUP of "." on the handle's
+	// node id, and connects a directory to the tree with LOOKUPs of "..",
+	// but only when this is set (see fileSystem.Lookup). Without it every
+	// such handle is ESTALE.
+	mo.ExtraCapabilities |= gofuse.CAP_EXPORT_SUPPORT
 	// The kernel checks permissions itself against the attributes it
 	// caches (refreshing them before it denies): otherwise it would not
 	// check search permission on path components it finds in its dentry

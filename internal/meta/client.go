@@ -576,6 +576,19 @@ func (c *Client) allocate(ctx context.Context, p *idPool, counter string, n uint
 	return id, nil
 }
 
+// newIno returns a new inode number. No number is ever given twice, so an
+// inode number alone names one file for the life of the volume, and the
+// file handles the FUSE binding gives the kernel carry generation 0: the
+// numbers come from the volume's nextInode counter, which only grows
+// (each client reserves batches of it and drops what it did not use;
+// load keeps the dumped counter, or the largest loaded inode plus one);
+// the root, the trash and the internal files have fixed numbers that
+// always name the same thing, and a trash hour directory is numbered by
+// its hour, which does not come again. The one exception is loading an
+// older dump (a metadata backup) in place of a volume's metadata, which
+// rolls the counter back with the rest: numbers given after that dump
+// may then name other files, so handles taken before (an NFS client's)
+// must be dropped, by mounting again.
 func (c *Client) newIno(ctx context.Context) (Ino, error) {
 	id, err := c.allocate(ctx, &c.inodes, CounterNextInode, 128)
 	return Ino(id), err

@@ -32,6 +32,7 @@ package vfs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -257,6 +258,68 @@ func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
 		f.revalidate(a)
 	}
 	return v.withPending(a), nil
+}
+
+// ByHandle returns the attributes of ino for the kernel's decoding of a
+// file handle (open_by_handle_at, an NFS server) whose inode it no longer
+// caches: the handle holds nothing but the inode number and a generation
+// (always 0: Sluice never gives an inode number twice, see
+// meta.Client.newIno), so the file is found by number, of any type,
+// without a name. A file that no name outside the trash leads to any
+// more, or whose inode is gone, is deleted as far as handles go and
+// answers ESTALE, as a local file system does for a freed inode; so does
+// a number Sluice never gave.
+//
+// It checks no permission: the kernel decodes handles only for callers
+// that may search every directory (CAP_DAC_READ_SEARCH, which nfsd
+// raises for it), and opening what it found is checked as any open.
+func (v *VFS) ByHandle(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
+	if f := internalByIno(ino); f != nil {
+		return f.attr(v.started), nil
+	}
+	a, err := v.meta.GetAttr(ctx, ino)
+	if errors.Is(err, meta.ErrNoInode) {
+		v.forgetAhead(ino)
+		return nil, syscall.ESTALE
+	}
+	if err != nil {
+		return nil, err
+	}
+	if unlinked(a) {
+		return nil, syscall.ESTALE
+	}
+	v.view.attr(a)
+	return v.withPending(a), nil
+}
+
+// ParentOf returns the attributes of the parent of directory dir (the
+// root's is the root), which the kernel asks for to connect a directory
+// it found by handle to the tree (a LOOKUP of ".." on it). It reads the
+// parent the directory's record names (Attr.Parent), so it costs two attribute
+// reads and no new metadata operation; like ByHandle it checks no
+// permission, and a directory removed meanwhile is ESTALE.
+func (v *VFS) ParentOf(ctx context.Context, dir meta.Ino) (*meta.Attr, error) {
+	if dir == meta.RootIno {
+		return v.ByHandle(ctx, meta.RootIno)
+	}
+	if internalByIno(dir) != nil {
+		return nil, syscall.ENOTDIR
+	}
+	a, err := v.meta.GetAttr(ctx, dir)
+	if errors.Is(err, meta.ErrNoInode) {
+		v.forgetAhead(dir)
+		return nil, syscall.ESTALE
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.Type != store.TypeDir {
+		return nil, syscall.ENOTDIR
+	}
+	if a.Parent == 0 {
+		return nil, fmt.Errorf("directory %d records no parent: %w", dir, syscall.EIO)
+	}
+	return v.ByHandle(ctx, a.Parent)
 }
 
 // unlinked reports whether no name outside the trash leads to a, a
