@@ -70,20 +70,9 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 			return syscall.EEXIST
 		}
 		sec, nsec := c.stamp()
-		n := &Attr{Ino: ino, Type: nn.Type, Uid: cred.Uid, Gid: cred.Gid, Nlink: 1, Parent: parent, Rdev: nn.Rdev}
-		if err := inheritACL(tx, dir, n, nn.Mode&0o7777, nn.Umask); err != nil {
+		n, err := newNode(tx, cred, dir, ino, nn, sec, nsec)
+		if err != nil {
 			return err
-		}
-		n.Atime, n.Atimensec = sec, nsec
-		touchMtime(n, sec, nsec)
-		if dir.Mode&modeSetgid != 0 {
-			n.Gid = dir.Gid
-			if nn.Type == store.TypeDir {
-				n.Mode |= modeSetgid
-			}
-		}
-		if nn.Type != store.TypeDir && n.Mode&modeSetgid != 0 && !cred.IsRoot() && !cred.InGroup(n.Gid) {
-			n.Mode &^= modeSetgid
 		}
 		switch nn.Type {
 		case store.TypeDir:
@@ -108,6 +97,30 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 	c.usedInodes.Add(1)
 	c.usedSpace.Add(align4K(0))
 	return out, nil
+}
+
+// newNode returns node ino of the type, mode and device nn describes, to
+// be made in dir by cred at time sec.nsec: owned by the caller (the
+// group of a setgid directory, which a new directory inherits), with
+// dir's default ACL applied, and one link. It stores the ACLs it
+// inherits; the caller stores the node and its entry.
+func newNode(tx store.Tx, cred Cred, dir *Attr, ino Ino, nn NewNode, sec int64, nsec uint32) (*Attr, error) {
+	n := &Attr{Ino: ino, Type: nn.Type, Uid: cred.Uid, Gid: cred.Gid, Nlink: 1, Parent: dir.Ino, Rdev: nn.Rdev}
+	if err := inheritACL(tx, dir, n, nn.Mode&0o7777, nn.Umask); err != nil {
+		return nil, err
+	}
+	n.Atime, n.Atimensec = sec, nsec
+	touchMtime(n, sec, nsec)
+	if dir.Mode&modeSetgid != 0 {
+		n.Gid = dir.Gid
+		if nn.Type == store.TypeDir {
+			n.Mode |= modeSetgid
+		}
+	}
+	if nn.Type != store.TypeDir && n.Mode&modeSetgid != 0 && !cred.IsRoot() && !cred.InGroup(n.Gid) {
+		n.Mode &^= modeSetgid
+	}
+	return n, nil
 }
 
 // Link adds a new name for ino in newParent.
