@@ -123,7 +123,9 @@ func newNode(tx store.Tx, cred Cred, dir *Attr, ino Ino, nn NewNode, sec int64, 
 	return n, nil
 }
 
-// Link adds a new name for ino in newParent.
+// Link adds a new name for ino in newParent. A file without a link gets
+// one only when this client made it with Tmpfile (see tmpfile.go);
+// otherwise ENOENT.
 func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*Attr, error) {
 	if err := c.writable(); err != nil {
 		return nil, err
@@ -139,6 +141,7 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 	}
 	cred := CredOf(ctx)
 	var out, outDir *Attr
+	var unnamed bool
 	gen := c.recent.begin()
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		n, err := node(tx, ino)
@@ -151,7 +154,8 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 		if n.Flags&(FlagImmutable|FlagAppend) != 0 {
 			return syscall.EPERM
 		}
-		if n.Nlink == 0 {
+		unnamed = n.Nlink == 0
+		if unnamed && (n.Type != store.TypeFile || !c.linkable(ino)) {
 			return syscall.ENOENT
 		}
 		if n.Nlink >= 65000 {
@@ -175,6 +179,12 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 		sec, nsec := c.stamp()
 		n.Nlink++
 		n.Parent = 0
+		if unnamed {
+			// The first name of a file made by Tmpfile: it is no longer
+			// kept for its handles.
+			n.Parent = newParent
+			tx.SetSustained(c.sid, ino, false)
+		}
 		touchCtime(n, sec, nsec)
 		tx.SetNode(n)
 		c.touchDir(tx, dir, sec, nsec, false)
@@ -184,6 +194,9 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 	})
 	if err == nil {
 		c.recent.record(gen, outDir)
+		if unnamed {
+			c.named(ino)
+		}
 	}
 	return out, err
 }
