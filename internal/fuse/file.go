@@ -29,6 +29,24 @@ func (fs *fileSystem) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name s
 	return gofuse.OK
 }
 
+// Tmpfile answers open(2) with O_TMPFILE: an unnamed file in the
+// directory, opened. The kernel makes linkat(2) of it possible unless
+// the open had O_EXCL.
+func (fs *fileSystem) Tmpfile(cancel <-chan struct{}, in *gofuse.CreateIn, out *gofuse.CreateOut) gofuse.Status {
+	ctx := fs.ctx(cancel, &in.InHeader)
+	defer ctx.end()
+	a, fh, err := fs.v.Tmpfile(ctx, meta.Ino(in.NodeId), uint16(in.Mode&0o7777), uint16(in.Umask), in.Flags)
+	if err != nil {
+		return fs.status("tmpfile", err)
+	}
+	fs.fillEntry(a, &out.EntryOut)
+	out.Fh = fh
+	if fs.v.DirectIO(fh) {
+		out.OpenFlags |= gofuse.FOPEN_DIRECT_IO
+	}
+	return gofuse.OK
+}
+
 func (fs *fileSystem) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
 	ctx := fs.ctx(cancel, &in.InHeader)
 	defer ctx.end()

@@ -254,6 +254,21 @@ func (o *observed) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name stri
 	return st
 }
 
+func (o *observed) Tmpfile(cancel <-chan struct{}, in *gofuse.CreateIn, out *gofuse.CreateOut) gofuse.Status {
+	start := time.Now()
+	st := o.RawFileSystem.Tmpfile(cancel, in, out)
+	o.done("tmpfile", &in.InHeader, start, st, func(b []byte) []byte {
+		b = append(comma(u(b, in.NodeId)), "0"...)
+		b = strconv.AppendUint(b, uint64(in.Mode&0o7777), 8)
+		b = result(b, st)
+		if st == gofuse.OK {
+			b = append(u(append(u(append(b, " ("...), out.NodeId), ",fh "...), out.Fh), ')')
+		}
+		return b
+	})
+	return st
+}
+
 func (o *observed) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
 	start := time.Now()
 	st := o.RawFileSystem.Open(cancel, in, out)

@@ -232,6 +232,9 @@ type Client struct {
 		sync.Mutex
 		open      map[Ino]int  // open handles per inode
 		sustained map[Ino]bool // unlinked while open
+		// unnamed lists the files made by Tmpfile that have had no
+		// link since: only those may Link give a first name.
+		unnamed map[Ino]bool
 		// posix lists the inodes on which this session ever asked for a
 		// POSIX lock: only there can ReleaseLocks find records to drop.
 		posix map[Ino]bool
@@ -454,6 +457,7 @@ func newClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	c.settings.Store(f)
 	c.mu.open = map[Ino]int{}
 	c.mu.sustained = map[Ino]bool{}
+	c.mu.unnamed = map[Ino]bool{}
 	c.mu.posix = map[Ino]bool{}
 	return c, nil
 }

@@ -70,20 +70,9 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 			return syscall.EEXIST
 		}
 		sec, nsec := c.stamp()
-		n := &Attr{Ino: ino, Type: nn.Type, Uid: cred.Uid, Gid: cred.Gid, Nlink: 1, Parent: parent, Rdev: nn.Rdev}
-		if err := inheritACL(tx, dir, n, nn.Mode&0o7777, nn.Umask); err != nil {
+		n, err := newNode(tx, cred, dir, ino, nn, sec, nsec)
+		if err != nil {
 			return err
-		}
-		n.Atime, n.Atimensec = sec, nsec
-		touchMtime(n, sec, nsec)
-		if dir.Mode&modeSetgid != 0 {
-			n.Gid = dir.Gid
-			if nn.Type == store.TypeDir {
-				n.Mode |= modeSetgid
-			}
-		}
-		if nn.Type != store.TypeDir && n.Mode&modeSetgid != 0 && !cred.IsRoot() && !cred.InGroup(n.Gid) {
-			n.Mode &^= modeSetgid
 		}
 		switch nn.Type {
 		case store.TypeDir:
@@ -110,7 +99,33 @@ func (c *Client) Mknod(ctx context.Context, parent Ino, name []byte, nn NewNode)
 	return out, nil
 }
 
-// Link adds a new name for ino in newParent.
+// newNode returns node ino of the type, mode and device nn describes, to
+// be made in dir by cred at time sec.nsec: owned by the caller (the
+// group of a setgid directory, which a new directory inherits), with
+// dir's default ACL applied, and one link. It stores the ACLs it
+// inherits; the caller stores the node and its entry.
+func newNode(tx store.Tx, cred Cred, dir *Attr, ino Ino, nn NewNode, sec int64, nsec uint32) (*Attr, error) {
+	n := &Attr{Ino: ino, Type: nn.Type, Uid: cred.Uid, Gid: cred.Gid, Nlink: 1, Parent: dir.Ino, Rdev: nn.Rdev}
+	if err := inheritACL(tx, dir, n, nn.Mode&0o7777, nn.Umask); err != nil {
+		return nil, err
+	}
+	n.Atime, n.Atimensec = sec, nsec
+	touchMtime(n, sec, nsec)
+	if dir.Mode&modeSetgid != 0 {
+		n.Gid = dir.Gid
+		if nn.Type == store.TypeDir {
+			n.Mode |= modeSetgid
+		}
+	}
+	if nn.Type != store.TypeDir && n.Mode&modeSetgid != 0 && !cred.IsRoot() && !cred.InGroup(n.Gid) {
+		n.Mode &^= modeSetgid
+	}
+	return n, nil
+}
+
+// Link adds a new name for ino in newParent. A file without a link gets
+// one only when this client made it with Tmpfile (see tmpfile.go);
+// otherwise ENOENT.
 func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*Attr, error) {
 	if err := c.writable(); err != nil {
 		return nil, err
@@ -126,6 +141,7 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 	}
 	cred := CredOf(ctx)
 	var out, outDir *Attr
+	var unnamed bool
 	gen := c.recent.begin()
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		n, err := node(tx, ino)
@@ -138,7 +154,8 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 		if n.Flags&(FlagImmutable|FlagAppend) != 0 {
 			return syscall.EPERM
 		}
-		if n.Nlink == 0 {
+		unnamed = n.Nlink == 0
+		if unnamed && (n.Type != store.TypeFile || !c.linkable(ino)) {
 			return syscall.ENOENT
 		}
 		if n.Nlink >= 65000 {
@@ -162,6 +179,12 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 		sec, nsec := c.stamp()
 		n.Nlink++
 		n.Parent = 0
+		if unnamed {
+			// The first name of a file made by Tmpfile: it is no longer
+			// kept for its handles.
+			n.Parent = newParent
+			tx.SetSustained(c.sid, ino, false)
+		}
 		touchCtime(n, sec, nsec)
 		tx.SetNode(n)
 		c.touchDir(tx, dir, sec, nsec, false)
@@ -171,6 +194,9 @@ func (c *Client) Link(ctx context.Context, ino, newParent Ino, name []byte) (*At
 	})
 	if err == nil {
 		c.recent.record(gen, outDir)
+		if unnamed {
+			c.named(ino)
+		}
 	}
 	return out, err
 }

@@ -43,6 +43,7 @@ func (c *Client) Release(ctx context.Context, ino Ino) error {
 	last := c.mu.open[ino] <= 0
 	if last {
 		delete(c.mu.open, ino)
+		delete(c.mu.unnamed, ino) // made by Tmpfile and never linked: it goes now
 	}
 	sustained := last && c.mu.sustained[ino]
 	c.mu.Unlock()

@@ -16,11 +16,18 @@ const (
 )
 
 // Rename moves entry srcName of srcParent to dstName of dstParent.
+// flags are renameat2's: RenameNoReplace fails with EEXIST when dstName
+// exists, RenameExchange swaps two existing names, and RenameWhiteout
+// leaves at srcName, in the same transaction, a whiteout (the character
+// device 0:0 with no permission bits, made by the caller as Mknod
+// would), which overlayfs uses in its upper directory. RenameExchange
+// combined with either other flag is EINVAL.
 func (c *Client) Rename(ctx context.Context, srcParent Ino, srcName []byte, dstParent Ino, dstName []byte, flags uint32) error {
 	if err := c.writable(); err != nil {
 		return err
 	}
-	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
+	if flags&^(RenameNoReplace|RenameExchange|RenameWhiteout) != 0 ||
+		flags&RenameExchange != 0 && flags&(RenameNoReplace|RenameWhiteout) != 0 {
 		return syscall.EINVAL
 	}
 	for _, name := range [][]byte{srcName, dstName} {
@@ -44,77 +51,100 @@ func (c *Client) Rename(ctx context.Context, srcParent Ino, srcName []byte, dstP
 			return err
 		}
 	}
+	var whiteout Ino
+	if flags&RenameWhiteout != 0 {
+		var err error
+		if whiteout, err = c.newIno(ctx); err != nil {
+			return err
+		}
+		if err := c.checkInodeQuota(ctx); err != nil {
+			return err
+		}
+	}
 	cred := CredOf(ctx)
 	var r removal
+	var madeWhiteout bool
 	gen := c.recent.begin()
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		r = removal{}
-		return c.renameTx(tx, cred, srcParent, srcName, dstParent, dstName, flags, &r)
+		var err error
+		madeWhiteout, err = c.renameTx(tx, cred, srcParent, srcName, dstParent, dstName, flags, whiteout, &r)
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	c.noteDirs(gen, &r)
 	c.applyRemoval(&r)
+	if madeWhiteout {
+		c.usedInodes.Add(1)
+		c.usedSpace.Add(align4K(0))
+	}
 	return nil
 }
 
-func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn []byte, flags uint32, r *removal) error {
+// whiteoutNode describes the node RENAME_WHITEOUT leaves behind.
+var whiteoutNode = NewNode{Type: store.TypeCharDev}
+
+// renameTx is Rename's transaction; whiteout is the inode number of the
+// whiteout to leave at sn with RenameWhiteout. It reports whether it
+// stored the whiteout.
+func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn []byte, flags uint32, whiteout Ino, r *removal) (bool, error) {
 	// Each directory with its entry and the entry's node, in one round
 	// trip each where the engine can.
 	sdir, se, src, err := lookupEntry(tx, sp, sn)
 	if err != nil {
-		return err
+		return false, err
 	}
 	ddir, de, dst, err := lookupEntry(tx, dp, dn)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if dp == sp {
 		ddir = sdir // one record, changed once for both roles
 	}
 	if err := checkDirWrite(tx, cred, sdir); err != nil {
-		return err
+		return false, err
 	}
 	if err := checkDirWrite(tx, cred, ddir); err != nil {
-		return err
+		return false, err
 	}
 	if se.Ino == 0 {
-		return syscall.ENOENT
+		return false, syscall.ENOENT
 	}
 	if src == nil {
-		return ErrNoInode
+		return false, ErrNoInode
 	}
 	if err := checkSticky(cred, sdir, src); err != nil {
-		return err
+		return false, err
 	}
 	if src.Flags&(FlagImmutable|FlagAppend) != 0 {
-		return syscall.EPERM
+		return false, syscall.EPERM
 	}
 	if ddir.Nlink == 0 {
-		return syscall.ENOENT
+		return false, syscall.ENOENT
 	}
 	switch {
 	case de.Ino != 0 && dst == nil:
-		return ErrNoInode
+		return false, ErrNoInode
 	case de.Ino == 0 && flags&RenameExchange != 0:
-		return syscall.ENOENT
+		return false, syscall.ENOENT
 	}
 	if dst != nil && dst.Ino == src.Ino {
 		if flags&RenameNoReplace != 0 {
-			return syscall.EEXIST
+			return false, syscall.EEXIST
 		}
-		return nil // two names of one inode: nothing to do
+		return false, nil // two names of one inode: nothing to do
 	}
 	if dst != nil && flags&RenameNoReplace != 0 {
-		return syscall.EEXIST
+		return false, syscall.EEXIST
 	}
 	if dst != nil {
 		if err := checkSticky(cred, ddir, dst); err != nil {
-			return err
+			return false, err
 		}
 		if dst.Flags&(FlagImmutable|FlagAppend) != 0 {
-			return syscall.EPERM
+			return false, syscall.EPERM
 		}
 	}
 	// A directory moving to another parent rewrites its "..": that needs
@@ -122,18 +152,18 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 	if sp != dp {
 		if src.Type == store.TypeDir {
 			if err := checkAccess(tx, cred, src, MayWrite); err != nil {
-				return err
+				return false, err
 			}
 			if err := checkNotAncestor(tx, src.Ino, dp); err != nil {
-				return err
+				return false, err
 			}
 		}
 		if flags&RenameExchange != 0 && dst.Type == store.TypeDir {
 			if err := checkAccess(tx, cred, dst, MayWrite); err != nil {
-				return err
+				return false, err
 			}
 			if err := checkNotAncestor(tx, dst.Ino, sp); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
@@ -144,22 +174,30 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 		r.gone = append(r.gone, dst.Ino)
 	}
 	if flags&RenameExchange != 0 {
-		return exchange(tx, sdir, ddir, sn, dn, src, dst, sec, nsec)
+		return false, exchange(tx, sdir, ddir, sn, dn, src, dst, sec, nsec)
 	}
 	if dst != nil {
 		if src.Type == store.TypeDir {
 			if dst.Type != store.TypeDir {
-				return syscall.ENOTDIR
+				return false, syscall.ENOTDIR
 			}
 			if err := checkEmpty(tx, dst.Ino); err != nil {
-				return err
+				return false, err
 			}
 			ddir.Nlink--
 		} else if dst.Type == store.TypeDir {
-			return syscall.EISDIR
+			return false, syscall.EISDIR
 		}
 	}
 	tx.DeleteEdge(sp, sn)
+	if flags&RenameWhiteout != 0 {
+		w, err := newNode(tx, cred, sdir, whiteout, whiteoutNode, sec, nsec)
+		if err != nil {
+			return false, err
+		}
+		tx.SetNode(w)
+		tx.SetEdge(sp, store.Edge{Name: bytes.Clone(sn), Ino: whiteout, Type: w.Type})
+	}
 	tx.SetEdge(dp, store.Edge{Name: bytes.Clone(dn), Ino: src.Ino, Type: src.Type})
 	if src.Type == store.TypeDir && sp != dp {
 		sdir.Nlink--
@@ -179,9 +217,9 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 	if dst != nil {
 		// Last, after the directories are stored: moving dst to the trash
 		// may read and update the root.
-		return c.dropLink(tx, dp, dn, dst, r)
+		return flags&RenameWhiteout != 0, c.dropLink(tx, dp, dn, dst, r)
 	}
-	return nil
+	return flags&RenameWhiteout != 0, nil
 }
 
 func exchange(tx store.Tx, sdir, ddir *Attr, sn, dn []byte, src, dst *Attr, sec int64, nsec uint32) error {

@@ -516,6 +516,31 @@ func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, um
 	return a, v.addHandle(&handle{ino: a.Ino, flags: flags, file: f}), nil
 }
 
+// Tmpfile makes and opens an unnamed regular file in directory parent
+// (open(2) with O_TMPFILE): it has no link until Link gives it a name,
+// and goes at its last release otherwise. A Meta without the ability
+// (TmpfileCreator) fails it with EOPNOTSUPP, which the kernel reports.
+func (v *VFS) Tmpfile(ctx context.Context, parent meta.Ino, mode, umask uint16, flags uint32) (*meta.Attr, uint64, error) {
+	tc, ok := v.meta.(TmpfileCreator)
+	if !ok {
+		return nil, 0, syscall.EOPNOTSUPP
+	}
+	if IsInternal(parent) {
+		return nil, 0, syscall.ENOTDIR
+	}
+	a, err := tc.Tmpfile(ctx, parent, meta.NewNode{Type: store.TypeFile, Mode: mode, Umask: umask})
+	if err != nil {
+		return nil, 0, err
+	}
+	v.view.attr(a)
+	f := v.openFileRef(a)
+	f.mu.Lock()
+	f.mu.noCaps = true // a new file has no attributes but inherited ACLs
+	f.mu.noXattrs = a.Flags&meta.FlagACL == 0
+	f.mu.Unlock()
+	return a, v.addHandle(&handle{ino: a.Ino, flags: flags, file: f}), nil
+}
+
 // openExisting opens the file name in parent for a create that found it
 // there. The kernel neither checks permissions nor truncates after a
 // create, so Open does both.

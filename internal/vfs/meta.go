@@ -81,8 +81,9 @@ type Meta interface {
 }
 
 var (
-	_ Meta          = (*meta.Client)(nil)
-	_ CopyCommitter = (*meta.Client)(nil)
+	_ Meta           = (*meta.Client)(nil)
+	_ CopyCommitter  = (*meta.Client)(nil)
+	_ TmpfileCreator = (*meta.Client)(nil)
 )
 
 // Creator is the optional capability of a Meta that makes a regular
@@ -91,6 +92,16 @@ var (
 // in which the server knows the file but not the handle).
 type Creator interface {
 	Create(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error)
+}
+
+// TmpfileCreator is the optional capability of a Meta that makes an
+// unnamed regular file in a directory (open(2) with O_TMPFILE) and counts
+// a handle of it open, in one call: the file has no link, is deleted at
+// its last Release unless Link gave it a name first, and is deleted too
+// when the session ends without releasing it (meta.Client.Tmpfile).
+// Without it O_TMPFILE fails with EOPNOTSUPP.
+type TmpfileCreator interface {
+	Tmpfile(ctx context.Context, parent meta.Ino, nn meta.NewNode) (*meta.Attr, error)
 }
 
 // CopyCommitter is the optional capability of a Meta that commits a

@@ -434,7 +434,8 @@ func (v *VFS) Rmdir(ctx context.Context, parent meta.Ino, name []byte) error {
 	return v.meta.Rmdir(ctx, parent, name)
 }
 
-// Rename moves an entry; flags are meta.RenameNoReplace or RenameExchange.
+// Rename moves an entry; flags are meta.RenameNoReplace, RenameExchange
+// and RenameWhiteout, as meta.Client.Rename takes them.
 func (v *VFS) Rename(ctx context.Context, sp meta.Ino, sn []byte, dp meta.Ino, dn []byte, flags uint32) error {
 	if internalByName(sp, sn) != nil || internalByName(dp, dn) != nil {
 		return syscall.EPERM

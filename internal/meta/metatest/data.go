@@ -380,3 +380,58 @@ func testOpenElsewhere(t *testing.T, ns newStoreFunc) {
 	wantErr(t, "unlink alone", live.Unlink(root, meta.RootIno, []byte("m")), 0)
 	wantDeleted("removed by the only session", m.Ino)
 }
+
+// testTmpfile checks the unnamed files of O_TMPFILE: one named by Link is
+// an ordinary file that outlives its handle and its session; one never
+// named goes with the session that made it, when the session dies as a
+// crashed mount's does; and Link names no other file without a link.
+func testTmpfile(t *testing.T, ns newStoreFunc) {
+	st := openStore(t, ns)
+	format(t, st, testFormat())
+	dead, err := meta.NewClient(root, st, meta.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dead.Close(root) }) // its session is gone by then
+	other := newClient(t, st, meta.Config{})
+	tmpfile := func(what string) *meta.Attr {
+		t.Helper()
+		a, err := dead.Tmpfile(root, meta.RootIno, meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+		if err != nil {
+			t.Fatalf("tmpfile %s: %v", what, err)
+		}
+		write(t, dead, a.Ino, 0, newSlice(t, dead, 0, 10))
+		return a
+	}
+	named, lost := tmpfile("named"), tmpfile("lost")
+	if _, err := other.Link(root, named.Ino, meta.RootIno, []byte("stolen")); meta.Errno(err) != syscall.ENOENT {
+		t.Errorf("link by another session of a file it did not make: %v, want ENOENT", err)
+	}
+	if _, err := dead.Link(root, named.Ino, meta.RootIno, []byte("named")); err != nil {
+		t.Fatalf("link: %v", err)
+	}
+	wantNlink(t, other, named.Ino, 1)
+	collectOrphans(t, dead, other)
+	if n := getattr(t, other, lost.Ino); n.Nlink != 0 {
+		t.Fatalf("the unnamed file has nlink %d", n.Nlink)
+	}
+	// Stop dead's session without ending it, as a crash would.
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	live := newClient(t, st, meta.Config{SessionTimeout: time.Minute, Now: later})
+	if err := live.CleanStaleSessions(root); err != nil {
+		t.Fatal(err)
+	}
+	collectOrphans(t, live)
+	_, err = live.GetAttr(root, lost.Ino)
+	wantErr(t, "the unnamed file of a dead session", err, syscall.ENOENT)
+	files, err := meta.PendingFiles(root, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(files, func(f store.DelFile) bool { return f.Ino == lost.Ino }) {
+		t.Errorf("data of the unnamed file not queued for deletion: %+v", files)
+	}
+	if got := lookup(t, live, meta.RootIno, "named"); got.Ino != named.Ino || got.Nlink != 1 || got.Length != 10 {
+		t.Errorf("the named file after its session died: inode %d nlink %d length %d", got.Ino, got.Nlink, got.Length)
+	}
+}

@@ -70,6 +70,7 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"ReadDirPaging", testReadDirPaging},
 		{"UnlinkOpen", testUnlinkOpen},
 		{"OpenElsewhere", testOpenElsewhere},
+		{"Tmpfile", testTmpfile},
 		{"DeletionQueue", testDeletionQueue},
 		{"StatFS", testStatFS},
 		{"InodeLimit", testInodeLimit},

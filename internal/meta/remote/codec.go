@@ -39,6 +39,7 @@ const (
 	mRemoveXattr
 	mCreate
 	mCreated
+	mTmpfile
 	methods // one past the last
 )
 
@@ -50,7 +51,7 @@ var methodNames = [methods]string{
 	mWriteSliceAttr: "write_slice", mFallocate: "fallocate", mCopyFileRange: "copy_file_range",
 	mFlock: "flock", mGetLk: "getlk", mSetLk: "setlk", mReleaseLocks: "release_locks",
 	mGetXattr: "getxattr", mListXattr: "listxattr", mSetXattr: "setxattr", mRemoveXattr: "removexattr",
-	mCreate: "create", mCreated: "created",
+	mCreate: "create", mCreated: "created", mTmpfile: "tmpfile",
 }
 
 // Idempotent reports whether method m only reads, so that running it

@@ -231,6 +231,22 @@ func (c *Client) Created(ino meta.Ino) {
 		func(error) { c.count(ino, 1) })
 }
 
+// Tmpfile makes an unnamed regular file in parent and counts it open, in
+// one call (vfs.TmpfileCreator). No entry changes: the file has no name
+// until Link gives it one. A call the server ran before a restart that
+// lost its reply runs again and makes another file; the first, held by
+// no handle, goes when the session ends.
+func (c *Client) Tmpfile(ctx context.Context, parent meta.Ino, nn meta.NewNode) (*meta.Attr, error) {
+	return c.attrCall(ctx, mTmpfile, func(b *wire.Buf) {
+		b.Uvarint(uint64(parent))
+		putNewNode(b, nn)
+	}, func(a *meta.Attr, err error) {
+		if err == nil {
+			c.count(a.Ino, 1)
+		}
+	})
+}
+
 // count adds n to the handles of ino counted open.
 func (c *Client) count(ino meta.Ino, n int) {
 	c.mu.Lock()

@@ -23,9 +23,10 @@ import (
 )
 
 var (
-	_ vfs.Meta        = (*remote.Client)(nil)
-	_ vfs.Creator     = (*remote.Client)(nil)
-	_ vfs.LookerAhead = (*remote.Client)(nil)
+	_ vfs.Meta           = (*remote.Client)(nil)
+	_ vfs.Creator        = (*remote.Client)(nil)
+	_ vfs.LookerAhead    = (*remote.Client)(nil)
+	_ vfs.TmpfileCreator = (*remote.Client)(nil)
 )
 
 // server runs a metadata server on loopback over a fresh directory.

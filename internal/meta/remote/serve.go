@@ -94,6 +94,13 @@ func Decode(r *wire.Reader) (*Call, error) {
 			return err
 		}
 		applied = answerEntry(parent, name, create)
+	case mTmpfile:
+		parent, nn := meta.Ino(r.Uvarint()), getNewNode(r)
+		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {
+			a, err := m.Tmpfile(ctx, parent, nn)
+			putAttr(out, a)
+			return err
+		}
 	case mLink:
 		ino, parent, name := meta.Ino(r.Uvarint()), meta.Ino(r.Uvarint()), r.Bytes()
 		fn = func(ctx context.Context, m *meta.Client, out *wire.Buf) error {

@@ -13,6 +13,7 @@ import (
 
 var nameTests = []test{
 	{"Rename", testRename},
+	{"RenameWhiteout", testRenameWhiteout},
 	{"HardLinks", testHardLinks},
 	{"Symlink", testSymlink},
 	{"Xattrs", testXattrs},
@@ -83,6 +84,76 @@ func testRename(t *testing.T, fs *fsys) {
 	}
 	rename(d1, "x", d1, "x", 0) // onto itself: nothing happens
 	wantAt(d1, "x", y)
+}
+
+// testRenameWhiteout: RENAME_WHITEOUT moves the name and leaves at the
+// source a whiteout, the character device 0:0 with mode 0, made by the
+// caller (with the group of a setgid directory); with NOREPLACE onto an
+// existing name it fails with EEXIST and changes nothing, and with
+// EXCHANGE it is EINVAL.
+func testRenameWhiteout(t *testing.T, fs *fsys) {
+	const whiteout = meta.RenameWhiteout
+	ctx := asRoot()
+	d := fs.mkdir(meta.RootIno, "d", 0o2777) // setgid, writable by user A
+	if _, err := fs.v.SetAttr(ctx, d, meta.SetGid, &meta.Attr{Gid: 50}); err != nil {
+		t.Fatalf("chgrp: %v", err)
+	}
+	o := fs.mkdir(meta.RootIno, "o", 0o777)
+	moved := fs.create(d, "a", 0o644, []byte("moved"))
+	kept := fs.create(o, "kept", 0o644, []byte("kept"))
+	sub := fs.mkdir(d, "sub", 0o777)
+	fs.create(d, "c", 0o644, []byte("c"))
+	cases := []struct {
+		what        string
+		ctx         context.Context
+		sp          meta.Ino
+		sn          string
+		dp          meta.Ino
+		dn          string
+		flags       uint32
+		want        syscall.Errno
+		ino         meta.Ino // what dn leads to after a success
+		uid, gid    uint32   // the whiteout's owner
+		parentNlink uint32   // d's links after
+	}{
+		{"file to another directory", ctx, d, "a", o, "b", whiteout, 0, moved, 0, 50, 3},
+		{"NOREPLACE onto an existing name", ctx, o, "b", o, "kept", whiteout | meta.RenameNoReplace, syscall.EEXIST, 0, 0, 0, 3},
+		{"with EXCHANGE", ctx, o, "b", o, "kept", whiteout | meta.RenameExchange, syscall.EINVAL, 0, 0, 0, 3},
+		{"NOREPLACE onto a free name, as user A", asUser(uidA), o, "b", d, "b2", whiteout | meta.RenameNoReplace, 0, moved, uidA, uidA, 3},
+		{"a directory out of its parent, as user A", asUser(uidA), d, "sub", o, "sub", whiteout, 0, sub, uidA, 50, 2},
+		{"over an existing file", ctx, d, "b2", d, "c", whiteout, 0, moved, 0, 50, 2},
+	}
+	for _, tc := range cases {
+		err := fs.v.Rename(tc.ctx, tc.sp, []byte(tc.sn), tc.dp, []byte(tc.dn), tc.flags)
+		wantErrno(t, tc.what, err, tc.want)
+		if n := fs.lookup(meta.RootIno, "d").Nlink; n != tc.parentNlink {
+			t.Errorf("%s: d has %d links, want %d", tc.what, n, tc.parentNlink)
+		}
+		if tc.want != 0 {
+			if got := fs.lookup(o, "b").Ino; got != moved {
+				t.Errorf("%s: the source leads to %d, want %d", tc.what, got, moved)
+			}
+			if got := fs.lookup(o, "kept").Ino; got != kept {
+				t.Errorf("%s: the target leads to %d, want %d", tc.what, got, kept)
+			}
+			continue
+		}
+		if got := fs.lookup(tc.dp, tc.dn).Ino; got != tc.ino {
+			t.Errorf("%s: the target leads to %d, want %d", tc.what, got, tc.ino)
+		}
+		w := fs.lookup(tc.sp, tc.sn)
+		if w.Type != store.TypeCharDev || w.Rdev != 0 || w.Mode != 0 || w.Nlink != 1 || w.Uid != tc.uid || w.Gid != tc.gid {
+			t.Errorf("%s: the source is type %d rdev %d mode %o nlink %d owner %d:%d, want a 0:0 character device, mode 0, owned by %d:%d",
+				tc.what, w.Type, w.Rdev, w.Mode, w.Nlink, w.Uid, w.Gid, tc.uid, tc.gid)
+		}
+	}
+	if got := string(fs.content(moved)); got != "moved" {
+		t.Errorf("the moved file reads %q", got)
+	}
+	// A whiteout is an ordinary node: it goes with unlink.
+	if err := fs.v.Unlink(ctx, d, []byte("a")); err != nil {
+		t.Errorf("unlink a whiteout: %v", err)
+	}
 }
 
 // testHardLinks: a second name shares the inode and its data, and the

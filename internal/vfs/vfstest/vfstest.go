@@ -134,6 +134,7 @@ func Run(t *testing.T, newVFS func(t *testing.T) *vfs.VFS) {
 	}{
 		{"Files", fileTests},
 		{"Handles", handleTests},
+		{"Tmpfile", tmpfileTests},
 		{"Names", nameTests},
 		{"Errors", errorTests},
 		{"Locks", lockTests},
