@@ -34,6 +34,8 @@ func posix(typ uint32, start, end uint64) meta.PosixLock {
 func testPosixRanges(t *testing.T, fs *fsys) {
 	ctx := asRoot()
 	ino := fs.create(meta.RootIno, "f", 0o644, nil)
+	fh := fs.open(ino, syscall.O_RDWR) // shared by the owners, as after fork(2)
+	defer fs.close(fh)
 	steps := []struct {
 		what  string
 		owner uint64
@@ -53,24 +55,24 @@ func testPosixRanges(t *testing.T, fs *fsys) {
 		{"C write-locks 0-99 apart from its read lock", ownerC, posix(meta.LockWrite, 0, 99), 0},
 	}
 	for _, s := range steps {
-		wantErrno(t, s.what, fs.v.SetLk(ctx, ino, s.owner, s.lk, false), s.want)
+		wantErrno(t, s.what, fs.v.SetLk(ctx, fh, s.owner, s.lk, false), s.want)
 	}
-	got, err := fs.v.GetLk(ctx, ino, ownerA, posix(meta.LockRead, 120, 130))
+	got, err := fs.v.GetLk(ctx, fh, ownerA, posix(meta.LockRead, 120, 130))
 	if err != nil {
 		t.Fatalf("getlk: %v", err)
 	}
 	if got.Type != meta.LockWrite || got.Start != 100 || got.End != 199 {
 		t.Errorf("getlk over B's lock: %+v", got)
 	}
-	got, err = fs.v.GetLk(ctx, ino, ownerB, posix(meta.LockWrite, 100, 199))
+	got, err = fs.v.GetLk(ctx, fh, ownerB, posix(meta.LockWrite, 100, 199))
 	if err != nil || got.Type != meta.LockUnlock {
 		t.Errorf("getlk of B over its own lock: %+v, %v; want none", got, err)
 	}
-	_, err = fs.v.GetLk(ctx, ino, ownerA, posix(meta.LockWrite, 300, 400))
+	_, err = fs.v.GetLk(ctx, fh, ownerA, posix(meta.LockWrite, 300, 400))
 	if err != nil {
 		t.Errorf("getlk of a free range: %v", err)
 	}
-	wantErrno(t, "a range that ends before it starts", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockWrite, 10, 5), false), syscall.EINVAL)
+	wantErrno(t, "a range that ends before it starts", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockWrite, 10, 5), false), syscall.EINVAL)
 }
 
 // testPosixClose: closing any descriptor of a file drops all the POSIX
@@ -81,18 +83,20 @@ func testPosixClose(t *testing.T, fs *fsys) {
 	locking := fs.open(ino, syscall.O_RDWR)
 	other := fs.open(ino, syscall.O_RDONLY) // A's second descriptor
 	b := fs.open(ino, syscall.O_RDWR)
+	c := fs.open(ino, syscall.O_RDWR)
 	defer fs.close(locking)
 	defer fs.close(b)
-	wantErrno(t, "A locks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockWrite, 0, 9), false), 0)
-	wantErrno(t, "B locks", fs.v.SetLk(ctx, ino, ownerB, posix(meta.LockWrite, 10, 19), false), 0)
+	defer fs.close(c)
+	wantErrno(t, "A locks", fs.v.SetLk(ctx, locking, ownerA, posix(meta.LockWrite, 0, 9), false), 0)
+	wantErrno(t, "B locks", fs.v.SetLk(ctx, b, ownerB, posix(meta.LockWrite, 10, 19), false), 0)
 	if err := fs.v.Flush(ctx, other, ownerA); err != nil {
 		t.Fatalf("close of A's other descriptor: %v", err)
 	}
 	if err := fs.v.Release(ctx, other, 0); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	wantErrno(t, "C locks A's former range", fs.v.SetLk(ctx, ino, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
-	wantErrno(t, "C cannot lock B's range", fs.v.SetLk(ctx, ino, ownerC, posix(meta.LockWrite, 10, 19), false), syscall.EAGAIN)
+	wantErrno(t, "C locks A's former range", fs.v.SetLk(ctx, c, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
+	wantErrno(t, "C cannot lock B's range", fs.v.SetLk(ctx, c, ownerC, posix(meta.LockWrite, 10, 19), false), syscall.EAGAIN)
 }
 
 // waitResult runs lock in the background and returns its result channel.
@@ -107,11 +111,13 @@ func waitResult(lock func() error) <-chan error {
 func testPosixWait(t *testing.T, fs *fsys) {
 	ctx := asRoot()
 	ino := fs.create(meta.RootIno, "f", 0o644, nil)
-	wantErrno(t, "A locks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
-	done := waitResult(func() error { return fs.v.SetLk(ctx, ino, ownerB, posix(meta.LockWrite, 5, 5), true) })
-	wantErrno(t, "A unlocks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockUnlock, 0, meta.LockEnd), false), 0)
+	fh := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(fh)
+	wantErrno(t, "A locks", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
+	done := waitResult(func() error { return fs.v.SetLk(ctx, fh, ownerB, posix(meta.LockWrite, 5, 5), true) })
+	wantErrno(t, "A unlocks", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockUnlock, 0, meta.LockEnd), false), 0)
 	wantErrno(t, "B's wait", <-done, 0)
-	wantErrno(t, "A after B took the lock", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockRead, 5, 5), false), syscall.EAGAIN)
+	wantErrno(t, "A after B took the lock", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockRead, 5, 5), false), syscall.EAGAIN)
 }
 
 // testPosixWaitCancelled: a waiter whose context ends (the kernel
@@ -120,13 +126,15 @@ func testPosixWait(t *testing.T, fs *fsys) {
 func testPosixWaitCancelled(t *testing.T, fs *fsys) {
 	ctx := asRoot()
 	ino := fs.create(meta.RootIno, "f", 0o644, nil)
-	wantErrno(t, "A locks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
+	fh := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(fh)
+	wantErrno(t, "A locks", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
 	wctx, cancel := context.WithCancel(ctx)
-	done := waitResult(func() error { return fs.v.SetLk(wctx, ino, ownerB, posix(meta.LockWrite, 0, 9), true) })
+	done := waitResult(func() error { return fs.v.SetLk(wctx, fh, ownerB, posix(meta.LockWrite, 0, 9), true) })
 	cancel()
 	wantErrno(t, "B's cancelled wait", <-done, syscall.EINTR)
-	wantErrno(t, "A unlocks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockUnlock, 0, meta.LockEnd), false), 0)
-	wantErrno(t, "C locks", fs.v.SetLk(ctx, ino, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
+	wantErrno(t, "A unlocks", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockUnlock, 0, meta.LockEnd), false), 0)
+	wantErrno(t, "C locks", fs.v.SetLk(ctx, fh, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
 }
 
 // testFlock: flock(2) locks belong to the open file description (the
