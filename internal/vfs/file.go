@@ -906,6 +906,9 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 			err = ferr
 		}
 	}
+	if counted && testHookReleasingLocks != nil {
+		testHookReleasingLocks(h.ino)
+	}
 	if lerr := v.releaseRecordLocks(ctx, h.ino, owners); err == nil {
 		err = lerr
 	}

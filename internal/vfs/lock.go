@@ -184,6 +184,9 @@ func (v *VFS) waitReleases(ctx context.Context, ino meta.Ino) error {
 		if r == nil {
 			return nil
 		}
+		if testHookWaitRelease != nil {
+			testHookWaitRelease(ino)
+		}
 		select {
 		case <-r.done:
 		case <-ctx.Done():
@@ -191,6 +194,11 @@ func (v *VFS) waitReleases(ctx context.Context, ino meta.Ino) error {
 		}
 	}
 }
+
+// Test hooks, set by tests only: testHookWaitRelease runs when a lock
+// request of ino is about to wait for a release; testHookReleasingLocks
+// runs in a Release that drops locks, before it drops the record locks.
+var testHookWaitRelease, testHookReleasingLocks func(meta.Ino)
 
 // releaseRecordLocks drops the record locks of owners on ino: the OFD
 // locks of a released handle (see beginReleaseLocked).

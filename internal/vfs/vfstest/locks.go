@@ -13,15 +13,20 @@ var lockTests = []test{
 	{"PosixCloseDropsOwnersLocks", testPosixClose},
 	{"PosixWaitEndsAtUnlock", testPosixWait},
 	{"PosixWaitCancelled", testPosixWaitCancelled},
+	{"OFDGoesWithLastClose", testOFDLastClose},
+	{"OFDReleaseKeepsPosixLocks", testOFDReleaseKeepsPosix},
+	{"OFDWaitEndsAtRelease", testOFDWait},
 	{"Flock", testFlock},
 	{"FlockWaitCancelled", testFlockWaitCancelled},
 }
 
-// Lock owners: the kernel's lock owner ids of three processes.
+// Lock owners: the kernel's lock owner ids of three processes (their
+// file tables), and of an open file description, for its OFD locks.
 const (
 	ownerA = 0xA
 	ownerB = 0xB
 	ownerC = 0xC
+	ofd1   = 0xF1
 )
 
 func posix(typ uint32, start, end uint64) meta.PosixLock {
@@ -199,4 +204,73 @@ func testFlockWaitCancelled(t *testing.T, fs *fsys) {
 	}
 	wantErrno(t, "3 locks", fs.v.Flock(ctx, h3, h3, meta.LockWrite, false), 0)
 	wantErrno(t, "3 unlocks", fs.v.Flock(ctx, h3, h3, meta.LockUnlock, false), 0)
+}
+
+// testOFDLastClose: an OFD lock (the kernel sends it as a record lock
+// whose owner is the description, and no unlock at close) outlives the
+// closes of the description's descriptors, each a FLUSH with another
+// owner (a dup's close, a fork child's), and goes at the description's
+// release.
+func testOFDLastClose(t *testing.T, fs *fsys) {
+	ctx := asRoot()
+	ino := fs.create(meta.RootIno, "f", 0o644, nil)
+	h1 := fs.open(ino, syscall.O_RDWR)
+	h2 := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(h2)
+	wantErrno(t, "OFD lock", fs.v.SetLk(ctx, h1, ofd1, posix(meta.LockWrite, 0, 9), false), 0)
+	for _, closer := range []uint64{ownerA, ownerC} {
+		if err := fs.v.Flush(ctx, h1, closer); err != nil {
+			t.Fatalf("close of a descriptor of the description by %#x: %v", closer, err)
+		}
+		wantErrno(t, "B under the OFD lock after a close", fs.v.SetLk(ctx, h2, ownerB, posix(meta.LockWrite, 5, 5), false), syscall.EAGAIN)
+	}
+	got, err := fs.v.GetLk(ctx, h2, ownerB, posix(meta.LockWrite, 0, 9))
+	if err != nil || got.Type != meta.LockWrite {
+		t.Errorf("getlk under the OFD lock: %+v, %v", got, err)
+	}
+	if err := fs.v.Release(ctx, h1, 0); err != nil {
+		t.Fatalf("release of the description: %v", err)
+	}
+	wantErrno(t, "B after the release", fs.v.SetLk(ctx, h2, ownerB, posix(meta.LockWrite, 5, 5), false), 0)
+}
+
+// testOFDReleaseKeepsPosix: the release of a handle keeps the POSIX
+// locks of a process that locked through it, closed it (a FLUSH with its
+// owner) and locked again through another handle.
+func testOFDReleaseKeepsPosix(t *testing.T, fs *fsys) {
+	ctx := asRoot()
+	ino := fs.create(meta.RootIno, "f", 0o644, nil)
+	h1 := fs.open(ino, syscall.O_RDWR) // shared by A and its fork child C
+	h2 := fs.open(ino, syscall.O_RDWR)
+	hb := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(h2)
+	defer fs.close(hb)
+	wantErrno(t, "A locks through 1", fs.v.SetLk(ctx, h1, ownerA, posix(meta.LockWrite, 0, 9), false), 0)
+	if err := fs.v.Flush(ctx, h1, ownerA); err != nil {
+		t.Fatalf("A closes 1: %v", err)
+	}
+	wantErrno(t, "A locks through 2", fs.v.SetLk(ctx, h2, ownerA, posix(meta.LockWrite, 0, 9), false), 0)
+	if err := fs.v.Flush(ctx, h1, ownerC); err != nil {
+		t.Fatalf("C closes 1: %v", err)
+	}
+	if err := fs.v.Release(ctx, h1, 0); err != nil {
+		t.Fatalf("release of 1: %v", err)
+	}
+	wantErrno(t, "B under A's lock after the release of 1", fs.v.SetLk(ctx, hb, ownerB, posix(meta.LockWrite, 5, 5), false), syscall.EAGAIN)
+}
+
+// testOFDWait: a blocking request under an OFD lock is woken by the
+// release of the holder's description.
+func testOFDWait(t *testing.T, fs *fsys) {
+	ctx := asRoot()
+	ino := fs.create(meta.RootIno, "f", 0o644, nil)
+	h1 := fs.open(ino, syscall.O_RDWR)
+	h2 := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(h2)
+	wantErrno(t, "OFD lock", fs.v.SetLk(ctx, h1, ofd1, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
+	done := waitResult(func() error { return fs.v.SetLk(ctx, h2, ownerB, posix(meta.LockWrite, 0, 9), true) })
+	if err := fs.v.Release(ctx, h1, 0); err != nil {
+		t.Fatalf("release of the description: %v", err)
+	}
+	wantErrno(t, "B's wait", <-done, 0)
 }
