@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(syscallHelperEnv) != "" {
 		os.Exit(runSyscallHelper(os.Args[1:]))
 	}
+	if os.Getenv(ofdHelperEnv) != "" {
+		os.Exit(runOFDHelper(os.Args[1:]))
+	}
 	dir, err := os.MkdirTemp("", "sluice-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -12,7 +12,7 @@ func (fs *fileSystem) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse
 	lk := meta.PosixLock{Start: in.Lk.Start, End: in.Lk.End, Type: in.Lk.Typ, Pid: in.Lk.Pid}
 	ctx := fs.ctx(cancel, &in.InHeader)
 	defer ctx.end()
-	got, err := fs.v.GetLk(ctx, meta.Ino(in.NodeId), in.Owner, lk)
+	got, err := fs.v.GetLk(ctx, in.Fh, in.Owner, lk)
 	if err != nil {
 		return fs.status("getlk", err)
 	}
@@ -30,7 +30,9 @@ func (fs *fileSystem) SetLkw(cancel <-chan struct{}, in *gofuse.LkIn) gofuse.Sta
 
 // setLk applies flock(2) or fcntl(2) locks; a blocking request ends with
 // EINTR when the kernel interrupts it (a signal to the waiting process),
-// through the request's context.
+// through the request's context. POSIX and OFD record locks come alike,
+// told apart only by their owner (see "Record lock owners" in package
+// vfs); the pid is the caller's thread group id, and 0 for an unlock.
 func (fs *fileSystem) setLk(cancel <-chan struct{}, in *gofuse.LkIn, block bool) gofuse.Status {
 	ctx := fs.ctx(cancel, &in.InHeader)
 	if block {
@@ -47,5 +49,5 @@ func (fs *fileSystem) setLk(cancel <-chan struct{}, in *gofuse.LkIn, block bool)
 		return fs.status("flock", fs.v.Flock(ctx, in.Fh, in.Owner, in.Lk.Typ, block))
 	}
 	lk := meta.PosixLock{Start: in.Lk.Start, End: in.Lk.End, Type: in.Lk.Typ, Pid: in.Lk.Pid}
-	return fs.status("setlk", fs.v.SetLk(ctx, meta.Ino(in.NodeId), in.Owner, lk, block))
+	return fs.status("setlk", fs.v.SetLk(ctx, in.Fh, in.Owner, lk, block))
 }

@@ -181,10 +181,10 @@ var lockKinds = []struct {
 }{
 	{"fcntl",
 		func(m *mount, ino meta.Ino, fh uint64) error {
-			return m.SetLk(as(1), ino, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: meta.LockWrite, Pid: 1}, false)
+			return m.SetLk(as(1), fh, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: meta.LockWrite, Pid: 1}, false)
 		},
 		func(m *mount, ino meta.Ino, fh uint64) error {
-			return m.SetLk(as(1), ino, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: meta.LockUnlock, Pid: 1}, false)
+			return m.SetLk(as(1), fh, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: meta.LockUnlock, Pid: 1}, false)
 		}},
 	{"flock",
 		func(m *mount, ino meta.Ino, fh uint64) error { return m.Flock(as(1), fh, 1, meta.LockWrite, false) },

@@ -881,9 +881,11 @@ func (v *VFS) KillSetID(ctx context.Context, fh uint64) error {
 
 // Flush commits the handle's buffered writes (close(2) of a descriptor)
 // and, when lockOwner is not 0, drops the POSIX locks that owner holds on
-// the file, as closing any descriptor of it does. A cancellation of ctx
-// (the closing process was killed) ends the wait for the commit, which
-// goes on in the background, and never keeps the locks.
+// the file, as closing any descriptor of it does. The handle forgets the
+// owner (see "Record lock owners" in lock.go): a FLUSH carries a
+// process's owner, never an OFD lock's. A cancellation of ctx (the
+// closing process was killed) ends the wait for the commit, which goes
+// on in the background, and never keeps the locks.
 func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 	h, err := v.handle(fh)
 	if err != nil || h.internal != nil {
@@ -894,6 +896,7 @@ func (v *VFS) Flush(ctx context.Context, fh uint64, lockOwner uint64) error {
 		err = h.file.flush(ctx)
 	}
 	if lockOwner != 0 {
+		v.closedBy(h, lockOwner)
 		if lerr := v.meta.ReleaseLocks(context.WithoutCancel(ctx), h.ino, lockOwner); err == nil {
 			err = lerr
 		}
@@ -913,18 +916,27 @@ func (v *VFS) Fsync(ctx context.Context, fh uint64) error {
 	return nil
 }
 
-// Release closes a handle; the last handle of a file commits its writes.
-// A flock held by flockOwner (not 0) is released. Release runs to the end
-// whatever becomes of ctx (only its credentials count): no process waits
-// for it that could give up — the kernel sends it after the last close,
-// and a failed open cleans up with it — and what comes next, the next
-// holder of the flock or the next open, must find the writes committed
-// and the handle gone.
+// Release closes a handle (the last close of an open file description);
+// the last handle of a file commits its writes. A flock held by
+// flockOwner (not 0) is released, and so are the OFD locks taken through
+// the handle, for which the kernel sends no owner (see "Record lock
+// owners" in lock.go). Release runs to the end whatever becomes of ctx
+// (only its credentials count): no process waits for it that could give
+// up — the kernel sends it after the last close, and a failed open cleans
+// up with it — and what comes next, the next holder of the lock or the
+// next open, must find the writes committed and the handle gone.
 func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 	ctx = context.WithoutCancel(ctx)
 	v.mu.Lock()
 	h, ok := v.mu.handles[fh]
 	delete(v.mu.handles, fh)
+	var owners map[uint64]struct{}
+	counted := false
+	if ok && h.internal == nil {
+		// At once, with the handle: lock requests that come after
+		// this RELEASE must find its locks gone.
+		owners, counted = v.beginReleaseLocked(h, flockOwner != 0)
+	}
 	v.mu.Unlock()
 	if !ok {
 		return syscall.EBADF
@@ -933,15 +945,24 @@ func (v *VFS) Release(ctx context.Context, fh uint64, flockOwner uint64) error {
 		v.releaseInternal(h.internal)
 		return nil
 	}
+	if counted {
+		defer v.endRelease(h.ino)
+	}
 	var err error
 	if f := h.file; f != nil {
-		// Commit before the flock goes, so that the next holder reads it.
+		// Commit before the locks go, so that the next holder reads it.
 		err = f.flush(ctx)
 	}
 	if flockOwner != 0 {
 		if _, ferr := v.meta.Flock(ctx, h.ino, flockOwner, meta.LockUnlock, false); err == nil {
 			err = ferr
 		}
+	}
+	if counted && testHookReleasingLocks != nil {
+		testHookReleasingLocks(h.ino)
+	}
+	if lerr := v.releaseRecordLocks(ctx, h.ino, owners); err == nil {
+		err = lerr
 	}
 	if f := h.file; f != nil {
 		if testHookReleaseFlushed != nil {

@@ -77,10 +77,10 @@ func TestOpenCacheAcrossMounts(t *testing.T) {
 	// A lock finds the change, and the next open reads the engine.
 	rewrite(a, "eleven!!!!!")
 	_, fh = open(b, syscall.O_RDWR)
-	if err := b.SetLk(as(1), ino, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: meta.LockWrite, Pid: 1}, false); err != nil {
+	if err := b.SetLk(as(1), fh, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: meta.LockWrite, Pid: 1}, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SetLk(as(1), ino, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: meta.LockUnlock, Pid: 1}, false); err != nil {
+	if err := b.SetLk(as(1), fh, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: meta.LockUnlock, Pid: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	b.close(t, fh)

@@ -112,6 +112,10 @@ type VFS struct {
 		nextFh  uint64
 		handles map[uint64]*handle
 		files   map[meta.Ino]*openFile
+		// releasing counts, by file, the releases of its handles in
+		// progress that drop locks (see "Record lock owners" in
+		// lock.go).
+		releasing map[meta.Ino]*lockRelease
 	}
 }
 
@@ -125,6 +129,12 @@ type handle struct {
 	dir   *dirStream  // directories
 
 	internal *internalHandle // internal files
+
+	// recordOwners are the lock owners that took fcntl(2) record locks
+	// through this handle and have not closed a descriptor of it since:
+	// at Release, the owners of its OFD locks (see "Record lock owners"
+	// in lock.go). Guarded by VFS.mu.
+	recordOwners map[uint64]struct{}
 }
 
 // New returns a VFS over a metadata service (a *meta.Client, or another
@@ -134,6 +144,7 @@ func New(m Meta, s *chunk.Store, conf Config) *VFS {
 		view: newKernelView(conf.AttrTimeout, conf.EntryTimeout, conf.DirEntryTimeout, conf.NegEntryTimeout)}
 	v.mu.handles = map[uint64]*handle{}
 	v.mu.files = map[meta.Ino]*openFile{}
+	v.mu.releasing = map[meta.Ino]*lockRelease{}
 	ctx, stop := context.WithCancel(context.Background())
 	v.stop = stop
 	if conf.Compactor != nil {

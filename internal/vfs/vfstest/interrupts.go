@@ -37,10 +37,10 @@ func testInterruptedClose(t *testing.T, fs *fsys) {
 	ctx := asRoot()
 	ino := fs.create(meta.RootIno, "f", 0o644, nil)
 	fh := fs.open(ino, syscall.O_RDWR)
-	wantErrno(t, "A locks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
+	wantErrno(t, "A locks", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
 	fs.write(fh, 0, []byte("data"))
 	fs.v.Flush(cancelled(), fh, ownerA) // EINTR or not: the locks go
-	wantErrno(t, "C locks after A's interrupted close", fs.v.SetLk(ctx, ino, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
+	wantErrno(t, "C locks after A's interrupted close", fs.v.SetLk(ctx, fh, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
 	if err := fs.v.Release(ctx, fh, 0); err != nil {
 		t.Fatalf("release: %v", err)
 	}
@@ -77,12 +77,12 @@ func testInterruptedUnlock(t *testing.T, fs *fsys) {
 	h2 := fs.open(ino, syscall.O_RDWR)
 	defer fs.close(h1)
 	defer fs.close(h2)
-	wantErrno(t, "A locks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
+	wantErrno(t, "A locks", fs.v.SetLk(ctx, h1, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
 	wantErrno(t, "1 flocks", fs.v.Flock(ctx, h1, h1, meta.LockWrite, false), 0)
 	fs.write(h1, 0, []byte("data"))
-	fs.v.SetLk(cancelled(), ino, ownerA, posix(meta.LockUnlock, 0, meta.LockEnd), false)
+	fs.v.SetLk(cancelled(), h1, ownerA, posix(meta.LockUnlock, 0, meta.LockEnd), false)
 	fs.v.Flock(cancelled(), h1, h1, meta.LockUnlock, false)
-	wantErrno(t, "C locks after A's interrupted unlock", fs.v.SetLk(ctx, ino, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
+	wantErrno(t, "C locks after A's interrupted unlock", fs.v.SetLk(ctx, h2, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
 	wantErrno(t, "2 flocks after 1's interrupted unlock", fs.v.Flock(ctx, h2, h2, meta.LockWrite, false), 0)
 }
 

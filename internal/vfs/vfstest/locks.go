@@ -13,15 +13,20 @@ var lockTests = []test{
 	{"PosixCloseDropsOwnersLocks", testPosixClose},
 	{"PosixWaitEndsAtUnlock", testPosixWait},
 	{"PosixWaitCancelled", testPosixWaitCancelled},
+	{"OFDGoesWithLastClose", testOFDLastClose},
+	{"OFDReleaseKeepsPosixLocks", testOFDReleaseKeepsPosix},
+	{"OFDWaitEndsAtRelease", testOFDWait},
 	{"Flock", testFlock},
 	{"FlockWaitCancelled", testFlockWaitCancelled},
 }
 
-// Lock owners: the kernel's lock owner ids of three processes.
+// Lock owners: the kernel's lock owner ids of three processes (their
+// file tables), and of an open file description, for its OFD locks.
 const (
 	ownerA = 0xA
 	ownerB = 0xB
 	ownerC = 0xC
+	ofd1   = 0xF1
 )
 
 func posix(typ uint32, start, end uint64) meta.PosixLock {
@@ -34,6 +39,8 @@ func posix(typ uint32, start, end uint64) meta.PosixLock {
 func testPosixRanges(t *testing.T, fs *fsys) {
 	ctx := asRoot()
 	ino := fs.create(meta.RootIno, "f", 0o644, nil)
+	fh := fs.open(ino, syscall.O_RDWR) // shared by the owners, as after fork(2)
+	defer fs.close(fh)
 	steps := []struct {
 		what  string
 		owner uint64
@@ -53,24 +60,24 @@ func testPosixRanges(t *testing.T, fs *fsys) {
 		{"C write-locks 0-99 apart from its read lock", ownerC, posix(meta.LockWrite, 0, 99), 0},
 	}
 	for _, s := range steps {
-		wantErrno(t, s.what, fs.v.SetLk(ctx, ino, s.owner, s.lk, false), s.want)
+		wantErrno(t, s.what, fs.v.SetLk(ctx, fh, s.owner, s.lk, false), s.want)
 	}
-	got, err := fs.v.GetLk(ctx, ino, ownerA, posix(meta.LockRead, 120, 130))
+	got, err := fs.v.GetLk(ctx, fh, ownerA, posix(meta.LockRead, 120, 130))
 	if err != nil {
 		t.Fatalf("getlk: %v", err)
 	}
 	if got.Type != meta.LockWrite || got.Start != 100 || got.End != 199 {
 		t.Errorf("getlk over B's lock: %+v", got)
 	}
-	got, err = fs.v.GetLk(ctx, ino, ownerB, posix(meta.LockWrite, 100, 199))
+	got, err = fs.v.GetLk(ctx, fh, ownerB, posix(meta.LockWrite, 100, 199))
 	if err != nil || got.Type != meta.LockUnlock {
 		t.Errorf("getlk of B over its own lock: %+v, %v; want none", got, err)
 	}
-	_, err = fs.v.GetLk(ctx, ino, ownerA, posix(meta.LockWrite, 300, 400))
+	_, err = fs.v.GetLk(ctx, fh, ownerA, posix(meta.LockWrite, 300, 400))
 	if err != nil {
 		t.Errorf("getlk of a free range: %v", err)
 	}
-	wantErrno(t, "a range that ends before it starts", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockWrite, 10, 5), false), syscall.EINVAL)
+	wantErrno(t, "a range that ends before it starts", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockWrite, 10, 5), false), syscall.EINVAL)
 }
 
 // testPosixClose: closing any descriptor of a file drops all the POSIX
@@ -81,18 +88,20 @@ func testPosixClose(t *testing.T, fs *fsys) {
 	locking := fs.open(ino, syscall.O_RDWR)
 	other := fs.open(ino, syscall.O_RDONLY) // A's second descriptor
 	b := fs.open(ino, syscall.O_RDWR)
+	c := fs.open(ino, syscall.O_RDWR)
 	defer fs.close(locking)
 	defer fs.close(b)
-	wantErrno(t, "A locks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockWrite, 0, 9), false), 0)
-	wantErrno(t, "B locks", fs.v.SetLk(ctx, ino, ownerB, posix(meta.LockWrite, 10, 19), false), 0)
+	defer fs.close(c)
+	wantErrno(t, "A locks", fs.v.SetLk(ctx, locking, ownerA, posix(meta.LockWrite, 0, 9), false), 0)
+	wantErrno(t, "B locks", fs.v.SetLk(ctx, b, ownerB, posix(meta.LockWrite, 10, 19), false), 0)
 	if err := fs.v.Flush(ctx, other, ownerA); err != nil {
 		t.Fatalf("close of A's other descriptor: %v", err)
 	}
 	if err := fs.v.Release(ctx, other, 0); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	wantErrno(t, "C locks A's former range", fs.v.SetLk(ctx, ino, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
-	wantErrno(t, "C cannot lock B's range", fs.v.SetLk(ctx, ino, ownerC, posix(meta.LockWrite, 10, 19), false), syscall.EAGAIN)
+	wantErrno(t, "C locks A's former range", fs.v.SetLk(ctx, c, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
+	wantErrno(t, "C cannot lock B's range", fs.v.SetLk(ctx, c, ownerC, posix(meta.LockWrite, 10, 19), false), syscall.EAGAIN)
 }
 
 // waitResult runs lock in the background and returns its result channel.
@@ -107,11 +116,13 @@ func waitResult(lock func() error) <-chan error {
 func testPosixWait(t *testing.T, fs *fsys) {
 	ctx := asRoot()
 	ino := fs.create(meta.RootIno, "f", 0o644, nil)
-	wantErrno(t, "A locks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
-	done := waitResult(func() error { return fs.v.SetLk(ctx, ino, ownerB, posix(meta.LockWrite, 5, 5), true) })
-	wantErrno(t, "A unlocks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockUnlock, 0, meta.LockEnd), false), 0)
+	fh := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(fh)
+	wantErrno(t, "A locks", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
+	done := waitResult(func() error { return fs.v.SetLk(ctx, fh, ownerB, posix(meta.LockWrite, 5, 5), true) })
+	wantErrno(t, "A unlocks", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockUnlock, 0, meta.LockEnd), false), 0)
 	wantErrno(t, "B's wait", <-done, 0)
-	wantErrno(t, "A after B took the lock", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockRead, 5, 5), false), syscall.EAGAIN)
+	wantErrno(t, "A after B took the lock", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockRead, 5, 5), false), syscall.EAGAIN)
 }
 
 // testPosixWaitCancelled: a waiter whose context ends (the kernel
@@ -120,13 +131,15 @@ func testPosixWait(t *testing.T, fs *fsys) {
 func testPosixWaitCancelled(t *testing.T, fs *fsys) {
 	ctx := asRoot()
 	ino := fs.create(meta.RootIno, "f", 0o644, nil)
-	wantErrno(t, "A locks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
+	fh := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(fh)
+	wantErrno(t, "A locks", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
 	wctx, cancel := context.WithCancel(ctx)
-	done := waitResult(func() error { return fs.v.SetLk(wctx, ino, ownerB, posix(meta.LockWrite, 0, 9), true) })
+	done := waitResult(func() error { return fs.v.SetLk(wctx, fh, ownerB, posix(meta.LockWrite, 0, 9), true) })
 	cancel()
 	wantErrno(t, "B's cancelled wait", <-done, syscall.EINTR)
-	wantErrno(t, "A unlocks", fs.v.SetLk(ctx, ino, ownerA, posix(meta.LockUnlock, 0, meta.LockEnd), false), 0)
-	wantErrno(t, "C locks", fs.v.SetLk(ctx, ino, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
+	wantErrno(t, "A unlocks", fs.v.SetLk(ctx, fh, ownerA, posix(meta.LockUnlock, 0, meta.LockEnd), false), 0)
+	wantErrno(t, "C locks", fs.v.SetLk(ctx, fh, ownerC, posix(meta.LockWrite, 0, 9), false), 0)
 }
 
 // testFlock: flock(2) locks belong to the open file description (the
@@ -191,4 +204,73 @@ func testFlockWaitCancelled(t *testing.T, fs *fsys) {
 	}
 	wantErrno(t, "3 locks", fs.v.Flock(ctx, h3, h3, meta.LockWrite, false), 0)
 	wantErrno(t, "3 unlocks", fs.v.Flock(ctx, h3, h3, meta.LockUnlock, false), 0)
+}
+
+// testOFDLastClose: an OFD lock (the kernel sends it as a record lock
+// whose owner is the description, and no unlock at close) outlives the
+// closes of the description's descriptors, each a FLUSH with another
+// owner (a dup's close, a fork child's), and goes at the description's
+// release.
+func testOFDLastClose(t *testing.T, fs *fsys) {
+	ctx := asRoot()
+	ino := fs.create(meta.RootIno, "f", 0o644, nil)
+	h1 := fs.open(ino, syscall.O_RDWR)
+	h2 := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(h2)
+	wantErrno(t, "OFD lock", fs.v.SetLk(ctx, h1, ofd1, posix(meta.LockWrite, 0, 9), false), 0)
+	for _, closer := range []uint64{ownerA, ownerC} {
+		if err := fs.v.Flush(ctx, h1, closer); err != nil {
+			t.Fatalf("close of a descriptor of the description by %#x: %v", closer, err)
+		}
+		wantErrno(t, "B under the OFD lock after a close", fs.v.SetLk(ctx, h2, ownerB, posix(meta.LockWrite, 5, 5), false), syscall.EAGAIN)
+	}
+	got, err := fs.v.GetLk(ctx, h2, ownerB, posix(meta.LockWrite, 0, 9))
+	if err != nil || got.Type != meta.LockWrite {
+		t.Errorf("getlk under the OFD lock: %+v, %v", got, err)
+	}
+	if err := fs.v.Release(ctx, h1, 0); err != nil {
+		t.Fatalf("release of the description: %v", err)
+	}
+	wantErrno(t, "B after the release", fs.v.SetLk(ctx, h2, ownerB, posix(meta.LockWrite, 5, 5), false), 0)
+}
+
+// testOFDReleaseKeepsPosix: the release of a handle keeps the POSIX
+// locks of a process that locked through it, closed it (a FLUSH with its
+// owner) and locked again through another handle.
+func testOFDReleaseKeepsPosix(t *testing.T, fs *fsys) {
+	ctx := asRoot()
+	ino := fs.create(meta.RootIno, "f", 0o644, nil)
+	h1 := fs.open(ino, syscall.O_RDWR) // shared by A and its fork child C
+	h2 := fs.open(ino, syscall.O_RDWR)
+	hb := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(h2)
+	defer fs.close(hb)
+	wantErrno(t, "A locks through 1", fs.v.SetLk(ctx, h1, ownerA, posix(meta.LockWrite, 0, 9), false), 0)
+	if err := fs.v.Flush(ctx, h1, ownerA); err != nil {
+		t.Fatalf("A closes 1: %v", err)
+	}
+	wantErrno(t, "A locks through 2", fs.v.SetLk(ctx, h2, ownerA, posix(meta.LockWrite, 0, 9), false), 0)
+	if err := fs.v.Flush(ctx, h1, ownerC); err != nil {
+		t.Fatalf("C closes 1: %v", err)
+	}
+	if err := fs.v.Release(ctx, h1, 0); err != nil {
+		t.Fatalf("release of 1: %v", err)
+	}
+	wantErrno(t, "B under A's lock after the release of 1", fs.v.SetLk(ctx, hb, ownerB, posix(meta.LockWrite, 5, 5), false), syscall.EAGAIN)
+}
+
+// testOFDWait: a blocking request under an OFD lock is woken by the
+// release of the holder's description.
+func testOFDWait(t *testing.T, fs *fsys) {
+	ctx := asRoot()
+	ino := fs.create(meta.RootIno, "f", 0o644, nil)
+	h1 := fs.open(ino, syscall.O_RDWR)
+	h2 := fs.open(ino, syscall.O_RDWR)
+	defer fs.close(h2)
+	wantErrno(t, "OFD lock", fs.v.SetLk(ctx, h1, ofd1, posix(meta.LockWrite, 0, meta.LockEnd), false), 0)
+	done := waitResult(func() error { return fs.v.SetLk(ctx, h2, ownerB, posix(meta.LockWrite, 0, 9), true) })
+	if err := fs.v.Release(ctx, h1, 0); err != nil {
+		t.Fatalf("release of the description: %v", err)
+	}
+	wantErrno(t, "B's wait", <-done, 0)
 }
