@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -80,5 +81,44 @@ func largestFileCase(t *testing.T, dir string) {
 	}
 	if st, err := os.Stat(p); err != nil || st.Size() != maxSize {
 		t.Errorf("size after writing the last bytes: %v, %v; want %d", st, err, maxSize)
+	}
+}
+
+// replacedWhileOpenCase: fstat(2) of descriptors of a directory and a
+// file that a rename replaced answers, with no link left (generic/035 of
+// the Linux file-system tests), with the trash on and off.
+func replacedWhileOpenCase(t *testing.T, dir string) {
+	for _, name := range []string{"src", "dst"} {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(dir, "f1"), []byte("one"))
+	write(t, filepath.Join(dir, "f2"), []byte("two"))
+	d, err := os.Open(filepath.Join(dir, "dst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	f, err := os.Open(filepath.Join(dir, "f2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, r := range [][2]string{{"src", "dst"}, {"f1", "f2"}} {
+		if err := unix.Rename(filepath.Join(dir, r[0]), filepath.Join(dir, r[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range []*os.File{d, f} {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(h.Fd()), &st); err != nil {
+			t.Errorf("fstat of the replaced %s: %v", h.Name(), err)
+		} else if st.Nlink != 0 {
+			t.Errorf("fstat of the replaced %s: %d links, want 0", h.Name(), st.Nlink)
+		}
+	}
+	if got, err := io.ReadAll(f); err != nil || string(got) != "two" {
+		t.Errorf("the replaced file reads %q, %v", got, err)
 	}
 }

@@ -334,6 +334,7 @@ func posixCases(t *testing.T, v *volume) {
 			}
 		}},
 		{"largest file size", largestFileCase},
+		{"fstat of a replaced directory and file", replacedWhileOpenCase},
 		{"statfs", func(t *testing.T, dir string) {
 			st := statfs(t, dir)
 			if st.Blocks == 0 || st.Bfree > st.Blocks || st.Files == 0 || st.Namelen != 255 {

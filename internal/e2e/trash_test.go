@@ -39,6 +39,19 @@ func dirNames(t *testing.T, dir string) []string {
 // TestTrash removes a file through a mount, finds it under .trash with its
 // data, moves it back with rename(2), and then deletes it for good from
 // the trash, after which its blocks leave the bucket.
+// TestTrashReplacedWhileOpen: a file a rename replaced while open shows
+// no link through its descriptor with the trash on too, where its one
+// name is in the trash.
+func TestTrashReplacedWhileOpen(t *testing.T) {
+	v := newVolume(t, "--trash-days", "1")
+	v.mount(t)
+	dir := v.path("case")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	replacedWhileOpenCase(t, dir)
+}
+
 func TestTrash(t *testing.T) {
 	v := newVolume(t, "--trash-days", "1", "--block-size", "1M")
 	v.mount(t)

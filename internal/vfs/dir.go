@@ -29,6 +29,10 @@ type DirEntry struct {
 type dirStream struct {
 	ino    meta.Ino
 	parent meta.Ino
+	// attr is the directory's attributes at opendir, which fstat(2) of
+	// the handle shows, with no link, once the directory is gone (see
+	// VFS.removedOpenDir).
+	attr meta.Attr
 
 	mu     sync.Mutex
 	base   uint64       // offset before page[0]
@@ -51,7 +55,7 @@ func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
 		// looks the path up again (see Open).
 		return 0, v.staleIfGone(ctx, ino, err)
 	}
-	d := &dirStream{ino: ino, parent: a.Parent, base: 2}
+	d := &dirStream{ino: ino, parent: a.Parent, attr: *a, base: 2}
 	if ino == meta.RootIno && !v.conf.HideInternal {
 		d.internal = v.internalEntries()
 	}

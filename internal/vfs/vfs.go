@@ -201,8 +201,14 @@ func (v *VFS) fileOf(ino meta.Ino) *openFile {
 }
 
 // withPending updates attributes of a regular file with what this mount
-// has written and not yet committed.
+// has written and not yet committed. It also shows a file whose one name
+// is in the trash (where an unlink, or a rename over it, put it) with no
+// link, as a local file system shows a file removed while open: the
+// trash is no name its users gave it.
 func (v *VFS) withPending(a *meta.Attr) *meta.Attr {
+	if a != nil && a.Type != store.TypeDir && a.Nlink == 1 && meta.IsTrash(a.Parent) {
+		a.Nlink = 0
+	}
 	if a == nil || a.Type != store.TypeFile {
 		return a
 	}
@@ -256,6 +262,11 @@ func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
 		return f.attr(v.started), nil
 	}
 	a, err := v.meta.GetAttr(ctx, ino)
+	if errors.Is(err, meta.ErrNoInode) {
+		if a := v.removedOpenDir(ino); a != nil {
+			return a, nil
+		}
+	}
 	if err != nil {
 		return nil, v.staleIfGone(ctx, ino, err)
 	}
@@ -269,6 +280,27 @@ func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
 		f.revalidate(a)
 	}
 	return v.withPending(a), nil
+}
+
+// removedOpenDir returns the attributes of directory ino, which is gone
+// from the engine, with no link, when a handle of this mount holds it
+// open; nil otherwise. A directory removed (or renamed over) while open
+// lives on for its descriptors as a local file system's does, and
+// fstat(2) of one must answer: the kernel asks for it without the handle
+// (Linux's fuse_getattr has none), so any handle of ino will do. A stat
+// by a path the kernel still caches, of a directory another mount
+// removed, sees the same until the kernel looks the name up again.
+func (v *VFS) removedOpenDir(ino meta.Ino) *meta.Attr {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, h := range v.mu.handles {
+		if h.dir != nil && h.ino == ino {
+			a := h.dir.attr
+			a.Nlink = 0
+			return &a
+		}
+	}
+	return nil
 }
 
 // ByHandle returns the attributes of ino for the kernel's decoding of a

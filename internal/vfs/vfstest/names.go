@@ -14,6 +14,7 @@ import (
 var nameTests = []test{
 	{"Rename", testRename},
 	{"RenameWhiteout", testRenameWhiteout},
+	{"ReplacedWhileOpen", testReplacedWhileOpen},
 	{"HardLinks", testHardLinks},
 	{"Symlink", testSymlink},
 	{"Xattrs", testXattrs},
@@ -402,4 +403,53 @@ func dirNames(t *testing.T, fs *fsys, ino meta.Ino) []string {
 		t.Fatalf("readdir %d: %v", ino, err)
 	}
 	return names
+}
+
+// testReplacedWhileOpen: a file or an empty directory that a rename
+// replaces while a handle holds it open keeps answering GetAttr, with no
+// link left, as fstat(2) of its descriptor does on a local file system
+// (generic/035 of the Linux file-system tests): not ESTALE, and not the
+// link count it had.
+func testReplacedWhileOpen(t *testing.T, fs *fsys) {
+	ctx := asRoot()
+	src := fs.mkdir(meta.RootIno, "src", 0o755)
+	dst := fs.mkdir(meta.RootIno, "dst", 0o755)
+	dh, err := fs.v.OpenDir(ctx, dst)
+	if err != nil {
+		t.Fatalf("opendir: %v", err)
+	}
+	defer fs.v.ReleaseDir(dh)
+	f1 := fs.create(meta.RootIno, "f1", 0o644, []byte("one"))
+	f2 := fs.create(meta.RootIno, "f2", 0o644, []byte("two"))
+	fh := fs.open(f2, syscall.O_RDONLY)
+	defer fs.close(fh)
+	for _, r := range [][2]string{{"src", "dst"}, {"f1", "f2"}} {
+		if err := fs.v.Rename(ctx, meta.RootIno, []byte(r[0]), meta.RootIno, []byte(r[1]), 0); err != nil {
+			t.Fatalf("rename %s over %s: %v", r[0], r[1], err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		ino  meta.Ino
+		typ  uint8
+	}{{"the replaced directory", dst, store.TypeDir}, {"the replaced file", f2, store.TypeFile}} {
+		a, err := fs.v.GetAttr(ctx, c.ino)
+		if err != nil {
+			t.Errorf("getattr of %s, still open: %v", c.name, err)
+			continue
+		}
+		if a.Nlink != 0 || a.Type != c.typ || a.Ino != c.ino {
+			t.Errorf("getattr of %s, still open: inode %d type %d with %d links, want inode %d type %d with none",
+				c.name, a.Ino, a.Type, a.Nlink, c.ino, c.typ)
+		}
+	}
+	if got := fs.lookup(meta.RootIno, "dst").Ino; got != src {
+		t.Errorf("dst names inode %d after the rename, want %d", got, src)
+	}
+	if got := fs.lookup(meta.RootIno, "f2").Ino; got != f1 {
+		t.Errorf("f2 names inode %d after the rename, want %d", got, f1)
+	}
+	if got := fs.read(fh, 0, 10); string(got) != "two" {
+		t.Errorf("the replaced file reads %q through its handle, want %q", got, "two")
+	}
 }
