@@ -88,12 +88,12 @@ func testLargestFile(t *testing.T, ns newStoreFunc) {
 		wantErr(t, "copy_file_range past the largest size", err, syscall.EFBIG)
 	}
 	n, a, err := c.CopyFileRange(root, f.Ino, 1<<59, dst.Ino, 0, 4096)
-	if err != nil || n != 0 {
-		t.Fatalf("copy_file_range from a wrapping source offset: %d bytes, %v; want 0", n, err)
+	if err != nil || n != 0 || a.Length != 0 {
+		t.Fatalf("copy_file_range from a wrapping source offset: %d bytes, %v, %+v; want 0 and dst empty", n, err, a)
 	}
 	n, a, err = c.CopyFileRange(root, f.Ino, 0, dst.Ino, maxSize-4096, 4096)
 	if err != nil || n != 4096 || a.Length != maxSize {
-		t.Fatalf("copy_file_range onto the last bytes: %d bytes, %v, length %d; want 4096 and %d", n, err, a.Length, maxSize)
+		t.Fatalf("copy_file_range onto the last bytes: %d bytes, %v, %+v; want 4096 and length %d", n, err, a, maxSize)
 	}
 	wantChunk(t, c, dst.Ino, lastIdx, meta.Slice{Pos: meta.ChunkSize - 4096, Id: first.Id, Size: 4096, Len: 4096})
 	wantChunk(t, c, dst.Ino, 0)
