@@ -700,17 +700,36 @@ func (c *Client) background(ctx context.Context) {
 }
 
 // Errno extracts the POSIX error number of err: the wrapped syscall.Errno,
-// or EIO for any other failure, 0 for nil.
+// EIO for a network errno (transportErrnos) and for any other failure,
+// EINTR for a cancellation, 0 for nil.
 func Errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
 	var e syscall.Errno
 	if errors.As(err, &e) {
+		if transportErrnos[e] {
+			// The engine, the metadata server or the object store
+			// could not be reached: no file system answers that, and
+			// programs understand EIO.
+			return syscall.EIO
+		}
 		return e
 	}
 	if errors.Is(err, context.Canceled) {
 		return syscall.EINTR
 	}
 	return syscall.EIO
+}
+
+// transportErrnos are the errnos of a network connection (to a metadata
+// engine, the metadata server, an object store) that a failure to reach
+// it carries. They are never the answer of a file system operation:
+// Errno turns them into EIO.
+var transportErrnos = map[syscall.Errno]bool{
+	syscall.ECONNREFUSED: true, syscall.ECONNRESET: true, syscall.ECONNABORTED: true,
+	syscall.ENOTCONN: true, syscall.ETIMEDOUT: true, syscall.EHOSTUNREACH: true,
+	syscall.ENETUNREACH: true, syscall.ENETDOWN: true, syscall.ENETRESET: true,
+	syscall.EHOSTDOWN: true, syscall.EPIPE: true, syscall.ESHUTDOWN: true,
+	syscall.EADDRNOTAVAIL: true, syscall.EPROTO: true,
 }
