@@ -369,6 +369,19 @@ func (f *openFile) holds() bool {
 	return len(f.mu.held) > 0
 }
 
+// holdsAccessChange reports whether a change of mode or owner is held
+// back on f: one that decides who may open it.
+func (f *openFile) holdsAccessChange() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ch := range f.mu.held {
+		if ch.Mask&(meta.SetMode|meta.SetUid|meta.SetGid) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // takeHeld takes the held-back changes, for a commit to apply; none
 // while a copy is held, which they came after (commitCopy takes them).
 func (f *openFile) takeHeld() []meta.AttrChange {
@@ -579,6 +592,22 @@ func (v *VFS) openExisting(ctx context.Context, parent meta.Ino, name []byte, fl
 func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr, uint64, error) {
 	if f := internalByIno(ino); f != nil {
 		return v.openInternal(ctx, f, flags)
+	}
+	if f := v.fileOf(ino); f != nil && f.holdsAccessChange() {
+		// The open checks permissions against the engine's mode and
+		// owner, which must include a chmod or chown held on the file
+		// (an execve right after a chmod +x, a chmod 600 before
+		// another user's open). The kernel was shown the change when
+		// it was held: what it caches is what the commit wrote.
+		if err := f.applyHeld(ctx); err != nil {
+			return nil, 0, err
+		}
+		f.mu.Lock()
+		a := f.mu.attr
+		f.mu.Unlock()
+		if a != nil {
+			v.view.attr(a)
+		}
 	}
 	xgen := v.xattrGen.Load()
 	a, err := v.openMeta(ctx, ino, flags)

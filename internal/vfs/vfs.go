@@ -201,19 +201,20 @@ func (v *VFS) fileOf(ino meta.Ino) *openFile {
 }
 
 // withPending updates attributes of a regular file with what this mount
-// has written and not yet committed. It also shows a file whose one name
-// is in the trash (where an unlink, or a rename over it, put it) with no
-// link, as a local file system shows a file removed while open: the
-// trash is no name its users gave it.
+// has written and not yet committed. It also shows a file this mount
+// holds open whose one name is in the trash (where an unlink, or a
+// rename over it, put it) with no link, as fstat(2) of a file removed
+// while open shows on a local file system; listed in the trash, a file
+// not held open keeps its link there, as JuiceFS shows it.
 func (v *VFS) withPending(a *meta.Attr) *meta.Attr {
-	if a != nil && a.Type != store.TypeDir && a.Nlink == 1 && meta.IsTrash(a.Parent) {
-		a.Nlink = 0
-	}
 	if a == nil || a.Type != store.TypeFile {
 		return a
 	}
 	if f := v.fileOf(a.Ino); f != nil {
 		f.overlayAttr(a)
+		if a.Nlink == 1 && meta.IsTrash(a.Parent) {
+			a.Nlink = 0
+		}
 	}
 	return a
 }

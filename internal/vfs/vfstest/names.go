@@ -22,6 +22,7 @@ var nameTests = []test{
 
 var errorTests = []test{
 	{"Errno", testErrno},
+	{"OpenAfterHeldChmod", testOpenAfterHeldChmod},
 }
 
 // testRename moves names within and across directories, replaces files
@@ -451,5 +452,43 @@ func testReplacedWhileOpen(t *testing.T, fs *fsys) {
 	}
 	if got := fs.read(fh, 0, 10); string(got) != "two" {
 		t.Errorf("the replaced file reads %q through its handle, want %q", got, "two")
+	}
+}
+
+// testOpenAfterHeldChmod: an open checks permissions against a mode or
+// owner change held back on the open file (vfs.VFS.SetAttr): a program
+// made executable while its writer still holds it open runs (the open of
+// execve asks for execute permission), and a file made private while
+// open is refused to others at once.
+func testOpenAfterHeldChmod(t *testing.T, fs *fsys) {
+	const owner = 1000
+	ctx := asUser(owner)
+	dir := fs.mkdir(meta.RootIno, "d", 0o777)
+	a, fh, err := fs.v.Create(ctx, dir, []byte("prog"), 0o644, 0, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	defer fs.close(fh)
+	if err := fs.v.Write(ctx, fh, 0, []byte("#!")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	for _, c := range []struct {
+		what  string
+		mode  uint16
+		ctx   context.Context
+		flags uint32
+		want  syscall.Errno
+	}{
+		{"execve by the owner after chmod 0755", 0o755, ctx, syscall.O_RDONLY | meta.FlagOpenExec, 0},
+		{"a read by another user after chmod 0600", 0o600, asUser(owner + 1), syscall.O_RDONLY, syscall.EACCES},
+	} {
+		if _, err := fs.v.SetAttr(ctx, a.Ino, meta.SetMode, &meta.Attr{Mode: c.mode}); err != nil {
+			t.Fatalf("chmod %o: %v", c.mode, err)
+		}
+		_, h, err := fs.v.Open(c.ctx, a.Ino, c.flags)
+		wantErrno(t, c.what, err, c.want)
+		if err == nil {
+			fs.close(h)
+		}
 	}
 }
