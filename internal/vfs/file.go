@@ -871,7 +871,13 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off uint64, data []byte) err
 // as this mount last saw it.
 func (v *VFS) HasSetID(fh uint64) bool {
 	h, err := v.handle(fh)
-	if err != nil || h.file == nil {
+	return err == nil && h.hasSetID()
+}
+
+// hasSetID reports whether h is of a regular file with setuid or setgid
+// bits, as this mount last saw it.
+func (h *handle) hasSetID() bool {
+	if h.file == nil {
 		return false
 	}
 	h.file.mu.Lock()
@@ -890,13 +896,7 @@ func (v *VFS) KillSetID(ctx context.Context, fh uint64) error {
 	if err != nil {
 		return err
 	}
-	if h.file == nil {
-		return nil
-	}
-	h.file.mu.Lock()
-	mode := h.file.mu.attr.Mode
-	h.file.mu.Unlock()
-	if !meta.HasSetID(mode) {
+	if !h.hasSetID() {
 		return nil
 	}
 	if _, err := v.SetAttr(ctx, h.ino, meta.SetKillSetID|meta.SetViaHandle, &meta.Attr{}); err != nil {

@@ -339,9 +339,9 @@ func (v *VFS) ByHandle(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
 // ParentOf returns the attributes of the parent of directory dir (the
 // root's is the root), which the kernel asks for to connect a directory
 // it found by handle to the tree (a LOOKUP of ".." on it). It reads the
-// parent the directory's record names (Attr.Parent), so it costs two attribute
-// reads and no new metadata operation; like ByHandle it checks no
-// permission, and a directory removed meanwhile is ESTALE.
+// parent the directory's record names (Attr.Parent): two attribute reads
+// (ByHandle of each) and no new metadata operation; like ByHandle it
+// checks no permission, and a directory removed meanwhile is ESTALE.
 func (v *VFS) ParentOf(ctx context.Context, dir meta.Ino) (*meta.Attr, error) {
 	if dir == meta.RootIno {
 		return v.ByHandle(ctx, meta.RootIno)
@@ -349,11 +349,7 @@ func (v *VFS) ParentOf(ctx context.Context, dir meta.Ino) (*meta.Attr, error) {
 	if internalByIno(dir) != nil {
 		return nil, syscall.ENOTDIR
 	}
-	a, err := v.meta.GetAttr(ctx, dir)
-	if errors.Is(err, meta.ErrNoInode) {
-		v.forgetAhead(dir)
-		return nil, syscall.ESTALE
-	}
+	a, err := v.ByHandle(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
