@@ -63,23 +63,16 @@ func (c *Client) Rename(ctx context.Context, srcParent Ino, srcName []byte, dstP
 	}
 	cred := CredOf(ctx)
 	var r removal
-	var madeWhiteout bool
 	gen := c.recent.begin()
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		r = removal{}
-		var err error
-		madeWhiteout, err = c.renameTx(tx, cred, srcParent, srcName, dstParent, dstName, flags, whiteout, &r)
-		return err
+		return c.renameTx(tx, cred, srcParent, srcName, dstParent, dstName, flags, whiteout, &r)
 	})
 	if err != nil {
 		return err
 	}
 	c.noteDirs(gen, &r)
 	c.applyRemoval(&r)
-	if madeWhiteout {
-		c.usedInodes.Add(1)
-		c.usedSpace.Add(align4K(0))
-	}
 	return nil
 }
 
@@ -89,62 +82,62 @@ var whiteoutNode = NewNode{Type: store.TypeCharDev}
 // renameTx is Rename's transaction; whiteout is the inode number of the
 // whiteout to leave at sn with RenameWhiteout. It reports whether it
 // stored the whiteout.
-func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn []byte, flags uint32, whiteout Ino, r *removal) (bool, error) {
+func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn []byte, flags uint32, whiteout Ino, r *removal) error {
 	// Each directory with its entry and the entry's node, in one round
 	// trip each where the engine can.
 	sdir, se, src, err := lookupEntry(tx, sp, sn)
 	if err != nil {
-		return false, err
+		return err
 	}
 	ddir, de, dst, err := lookupEntry(tx, dp, dn)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if dp == sp {
 		ddir = sdir // one record, changed once for both roles
 	}
 	if err := checkDirWrite(tx, cred, sdir); err != nil {
-		return false, err
+		return err
 	}
 	if err := checkDirWrite(tx, cred, ddir); err != nil {
-		return false, err
+		return err
 	}
 	if se.Ino == 0 {
-		return false, syscall.ENOENT
+		return syscall.ENOENT
 	}
 	if src == nil {
-		return false, ErrNoInode
+		return ErrNoInode
 	}
 	if err := checkSticky(cred, sdir, src); err != nil {
-		return false, err
+		return err
 	}
 	if src.Flags&(FlagImmutable|FlagAppend) != 0 {
-		return false, syscall.EPERM
+		return syscall.EPERM
 	}
 	if ddir.Nlink == 0 {
-		return false, syscall.ENOENT
+		return syscall.ENOENT
 	}
 	switch {
 	case de.Ino != 0 && dst == nil:
-		return false, ErrNoInode
+		return ErrNoInode
 	case de.Ino == 0 && flags&RenameExchange != 0:
-		return false, syscall.ENOENT
+		return syscall.ENOENT
 	}
 	if dst != nil && dst.Ino == src.Ino {
 		if flags&RenameNoReplace != 0 {
-			return false, syscall.EEXIST
+			return syscall.EEXIST
 		}
-		return false, nil // two names of one inode: nothing to do
+		return nil // two names of one inode: nothing to do
 	}
 	if dst != nil && flags&RenameNoReplace != 0 {
-		return false, syscall.EEXIST
+		return syscall.EEXIST
 	}
 	if dst != nil {
 		if err := checkSticky(cred, ddir, dst); err != nil {
-			return false, err
+			return err
 		}
 		if dst.Flags&(FlagImmutable|FlagAppend) != 0 {
-			return false, syscall.EPERM
+			return syscall.EPERM
 		}
 	}
 	// A directory moving to another parent rewrites its "..": that needs
@@ -152,18 +145,18 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 	if sp != dp {
 		if src.Type == store.TypeDir {
 			if err := checkAccess(tx, cred, src, MayWrite); err != nil {
-				return false, err
+				return err
 			}
 			if err := checkNotAncestor(tx, src.Ino, dp); err != nil {
-				return false, err
+				return err
 			}
 		}
 		if flags&RenameExchange != 0 && dst.Type == store.TypeDir {
 			if err := checkAccess(tx, cred, dst, MayWrite); err != nil {
-				return false, err
+				return err
 			}
 			if err := checkNotAncestor(tx, dst.Ino, sp); err != nil {
-				return false, err
+				return err
 			}
 		}
 	}
@@ -174,29 +167,33 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 		r.gone = append(r.gone, dst.Ino)
 	}
 	if flags&RenameExchange != 0 {
-		return false, exchange(tx, sdir, ddir, sn, dn, src, dst, sec, nsec)
+		return exchange(tx, sdir, ddir, sn, dn, src, dst, sec, nsec)
 	}
 	if dst != nil {
 		if src.Type == store.TypeDir {
 			if dst.Type != store.TypeDir {
-				return false, syscall.ENOTDIR
+				return syscall.ENOTDIR
 			}
 			if err := checkEmpty(tx, dst.Ino); err != nil {
-				return false, err
+				return err
 			}
 			ddir.Nlink--
 		} else if dst.Type == store.TypeDir {
-			return false, syscall.EISDIR
+			return syscall.EISDIR
 		}
 	}
 	tx.DeleteEdge(sp, sn)
 	if flags&RenameWhiteout != 0 {
 		w, err := newNode(tx, cred, sdir, whiteout, whiteoutNode, sec, nsec)
 		if err != nil {
-			return false, err
+			return err
 		}
 		tx.SetNode(w)
 		tx.SetEdge(sp, store.Edge{Name: bytes.Clone(sn), Ino: whiteout, Type: w.Type})
+		// One inode more in use, charged as any node: applyRemoval
+		// counts it with what the rename freed.
+		r.inodes--
+		r.space -= SpaceOf(w)
 	}
 	tx.SetEdge(dp, store.Edge{Name: bytes.Clone(dn), Ino: src.Ino, Type: src.Type})
 	if src.Type == store.TypeDir && sp != dp {
@@ -217,9 +214,9 @@ func (c *Client) renameTx(tx store.Tx, cred Cred, sp Ino, sn []byte, dp Ino, dn 
 	if dst != nil {
 		// Last, after the directories are stored: moving dst to the trash
 		// may read and update the root.
-		return flags&RenameWhiteout != 0, c.dropLink(tx, dp, dn, dst, r)
+		return c.dropLink(tx, dp, dn, dst, r)
 	}
-	return flags&RenameWhiteout != 0, nil
+	return nil
 }
 
 func exchange(tx store.Tx, sdir, ddir *Attr, sn, dn []byte, src, dst *Attr, sec int64, nsec uint32) error {
