@@ -87,6 +87,55 @@ func TestEngineOutage(t *testing.T) {
 	t.Logf("create during the outage failed after %v", took.Round(time.Millisecond))
 }
 
+// TestEngineGone kills the metadata engine under a mount (connections
+// are refused, not left hanging): stat, create, and a write made durable
+// with fsync each fail with EIO, the errno of a local file system whose
+// disk fails, never the network's ECONNREFUSED or ECONNRESET.
+func TestEngineGone(t *testing.T) {
+	requireFUSE(t)
+	server, url := startRedis(t)
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		os.Chmod(d, 0o755)
+	}
+	v := &volume{dir: dir, metaURL: url, bucket: filepath.Join(dir, "bucket"), mnt: filepath.Join(dir, "mnt"),
+		log: filepath.Join(dir, "mount.log")}
+	os.Mkdir(v.mnt, 0o755)
+	mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
+	v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0", "--meta-timeout", "5")
+	write(t, v.path("before"), []byte("kept"))
+	f, err := os.OpenFile(v.path("before"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+
+	if err := server.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	server.Wait()
+	for _, op := range []struct {
+		name string
+		run  func() error
+	}{
+		{"stat", func() error { _, err := os.Stat(v.path("before")); return err }},
+		{"create", func() error { return os.WriteFile(v.path("during"), []byte("x"), 0o644) }},
+		{"write and fsync", func() error {
+			if _, err := f.Write([]byte("more")); err != nil {
+				return err
+			}
+			return f.Sync()
+		}},
+	} {
+		start := time.Now()
+		err := op.run()
+		if !errors.Is(err, syscall.EIO) {
+			t.Errorf("%s with the engine gone: %v, want EIO", op.name, err)
+		}
+		t.Logf("%s with the engine gone failed after %v", op.name, time.Since(start).Round(time.Millisecond))
+	}
+}
+
 // checkAfterOutage checks a mount once its engine answers again after an
 // outage during which a create of "during" failed: the mount works again,
 // "before" (written before the outage) is intact, and "during" is either
