@@ -54,6 +54,8 @@ type openFile struct {
 		// xgen counts this mount's xattr changes of the file, so an
 		// answer read before one does not set noCaps or noXattrs.
 		xgen uint64
+		// learnt counts the recordings of attr (see learnt).
+		learnt uint64
 		// attr is the file's attributes as this mount last saw them,
 		// with held-back changes applied (its mode tells KillSetID
 		// whether there are setuid and setgid bits to drop).
@@ -169,9 +171,23 @@ func (f *openFile) revalidate(a *meta.Attr) bool {
 	return true
 }
 
+// learnt returns how many times the file's attributes were recorded
+// (setAttrLocked), by this mount's commits among others; 0 for nil. A
+// reader of attributes compares it before and after its read to tell
+// whether a commit landed meanwhile (VFS.GetAttr).
+func (f *openFile) learnt() uint64 {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.learnt
+}
+
 // setAttrLocked records a as the file's attributes, unless changes or a
 // copy are held back: their preview stays until they commit.
 func (f *openFile) setAttrLocked(a *meta.Attr) {
+	f.mu.learnt++
 	if f.holdsLocked() && f.mu.attr != nil {
 		return
 	}

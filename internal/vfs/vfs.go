@@ -262,17 +262,32 @@ func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
 	if f := internalByIno(ino); f != nil {
 		return f.attr(v.started), nil
 	}
-	a, err := v.meta.GetAttr(ctx, ino)
-	if errors.Is(err, meta.ErrNoInode) {
-		if a := v.removedOpenDir(ino); a != nil {
-			return a, nil
+	f := v.fileOf(ino)
+	var a *meta.Attr
+	for try := 0; ; try++ {
+		learnt := f.learnt()
+		var err error
+		a, err = v.meta.GetAttr(ctx, ino)
+		if errors.Is(err, meta.ErrNoInode) {
+			if a := v.removedOpenDir(ino); a != nil {
+				return a, nil
+			}
+		}
+		if err != nil {
+			return nil, v.staleIfGone(ctx, ino, err)
+		}
+		// A commit of this mount's writes that landed while the read
+		// was under way (a full chunk commits in the background) may be
+		// newer than what it read: the answer would take the file back
+		// to its length before the write, in the kernel and here, and
+		// a read of the bytes just written would find the end of the
+		// file. Read again.
+		if f.learnt() == learnt || try == maxAttrRereads {
+			break
 		}
 	}
-	if err != nil {
-		return nil, v.staleIfGone(ctx, ino, err)
-	}
 	v.view.attr(a)
-	if f := v.fileOf(ino); f != nil && a.Type == store.TypeFile {
+	if f != nil && a.Type == store.TypeFile {
 		// Given a new mtime or length, the kernel drops its pages of the
 		// file: its next reads must find that version's bytes and
 		// length, not those the handles were opened at (an open from
@@ -282,6 +297,10 @@ func (v *VFS) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
 	}
 	return v.withPending(a), nil
 }
+
+// maxAttrRereads bounds the reads again of GetAttr on a file whose
+// commits keep landing while it reads.
+const maxAttrRereads = 3
 
 // removedOpenDir returns the attributes of directory ino, which is gone
 // from the engine, with no link, when a handle of this mount holds it
