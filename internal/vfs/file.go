@@ -74,6 +74,11 @@ type openFile struct {
 		// changes.
 		copy     *heldCopy
 		copiedTo []*openFile
+		// copyErr is the failure of a held copy's commit: the copy is
+		// lost, and every flush (fsync, close) from then on reports it,
+		// as a failed commit of buffered writes is reported (see
+		// chunk.FileWriter.Flush), not only the one that tried it.
+		copyErr error
 		// closed is set when the last handle went and nothing was held:
 		// from then on changes go to the engine at once (see hold).
 		closed bool
@@ -277,7 +282,12 @@ func (f *openFile) flushIn(ctx, heldCtx context.Context) error {
 	if err := f.writer.Flush(ctx); err != nil {
 		return err
 	}
-	return f.applyHeldIn(heldCtx)
+	if err := f.applyHeldIn(heldCtx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.copyErr
 }
 
 // commitCopiesFrom commits the copies from f held on other files, with
@@ -356,6 +366,9 @@ func (f *openFile) commitCopy(ctx context.Context, cp *heldCopy) error {
 		// or lock look again.
 		f.mu.seen = meta.Version{}
 		f.returnHeldLocked(held)
+		if f.mu.copyErr == nil {
+			f.mu.copyErr = err
+		}
 		return err
 	}
 	f.view.advance(f.ino, before, meta.VersionOf(a))
