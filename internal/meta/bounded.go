@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
@@ -19,13 +20,25 @@ const DefaultOpTimeout = 30 * time.Second
 // use it so that an engine that stops answering fails them instead of
 // hanging them.
 func Bound(st store.Store, d time.Duration) store.Store {
+	return bound(st, d, nil)
+}
+
+// bound is Bound with the logger told of outages (see outage).
+func bound(st store.Store, d time.Duration, log *slog.Logger) store.Store {
 	if b, ok := st.(bounded); ok {
 		st = b.Store
 	}
 	if d <= 0 {
 		return st
 	}
-	return bounded{st, d}
+	raw := st
+	o := &outage{name: st.Name(), bound: d, log: log, probe: func(ctx context.Context) error {
+		return raw.View(ctx, func(tx store.Tx) error {
+			_, err := tx.Setting()
+			return err
+		})
+	}}
+	return bounded{st, d, o}
 }
 
 // bounded is a store whose transactions each end within d, retries
@@ -33,25 +46,59 @@ func Bound(st store.Store, d time.Duration) store.Store {
 // partitioned with no reset) fails the operation, which reaches the
 // application as EIO, instead of hanging it. Engines bound their own
 // waits differently or not at all (a SQL query waits for its server as
-// long as the connection lives), so the bound is kept here, once.
+// long as the connection lives), so the bound is kept here, once, with
+// what follows from it: a transaction that could not reach the engine is
+// tried again until the bound, and once an operation has waited the
+// whole bound, the outage is known and the next fail at once (see
+// outage).
 type bounded struct {
 	store.Store
 	d time.Duration
+	o *outage
 }
 
 func (b bounded) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return b.run(ctx, fn, b.Store.Update)
+	return b.guard(ctx, func(ctx context.Context) error { return b.Store.Update(ctx, fn) }, func(err error) bool {
+		return unreachable(err) || errors.Is(err, store.ErrNotApplied) && transport(err)
+	})
 }
 
 func (b bounded) View(ctx context.Context, fn func(store.Tx) error) error {
-	return b.run(ctx, fn, b.Store.View)
+	return b.guard(ctx, func(ctx context.Context) error { return b.Store.View(ctx, fn) }, transport)
 }
 
-func (b bounded) run(ctx context.Context, fn func(store.Tx) error, tx func(context.Context, func(store.Tx) error) error) error {
+// guard runs call, one exchange with the engine, within the bound: at
+// once with an error while an outage lasts; again, after a short wait,
+// while it fails with an error for which again is true and the bound has
+// not passed; and it starts an outage when call waited the bound, or
+// could not reach the engine, or the engine's driver timed out.
+func (b bounded) guard(ctx context.Context, call func(context.Context) error, again func(error) bool) error {
+	if err := b.o.check(); err != nil {
+		return err
+	}
 	bctx, release := withDeadline(ctx, time.Now().Add(b.d))
 	defer release()
-	err := tx(bctx, fn)
-	if err == nil || ctx.Err() != nil || bctx.Err() == nil {
+	var err error
+	for i := 0; ; i++ {
+		err = call(bctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if bctx.Err() != nil || !again(err) {
+			break
+		}
+		end, _ := bctx.Deadline()
+		wait := min(retryUnreachable<<min(i, 5), time.Until(end))
+		if wait <= 0 {
+			break
+		}
+		time.Sleep(wait)
+	}
+	expired := bctx.Err() != nil
+	if expired || unreachable(err) || timedOut(err) {
+		b.o.failed(err)
+	}
+	if !expired {
 		return err
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -61,6 +108,10 @@ func (b bounded) run(ctx context.Context, fn func(store.Tx) error, tx func(conte
 	}
 	return fmt.Errorf("metadata engine %s did not answer within %v: %w", b.Name(), b.d, err)
 }
+
+// retryUnreachable is the first wait before a transaction that could not
+// reach the engine runs again; it doubles with each try, up to 32 times.
+const retryUnreachable = 25 * time.Millisecond
 
 var _ store.Limiter = bounded{}
 

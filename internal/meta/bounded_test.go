@@ -3,6 +3,8 @@ package meta_test
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -38,9 +40,11 @@ func (s *stalling) View(ctx context.Context, fn func(store.Tx) error) error {
 	return s.Store.View(ctx, fn)
 }
 
-// TestOpTimeout: when the engine stops answering, operations fail with
-// EIO after Config.OpTimeout instead of hanging, and work again once it
-// answers.
+// TestOpTimeout: when the engine stops answering, the first operation
+// fails with EIO after Config.OpTimeout instead of hanging; the outage is
+// then known, and the next fail at once (meta.ErrEngineDown) rather than
+// each after the bound again; once the engine answers, operations work
+// again within the outage's probe interval.
 func TestOpTimeout(t *testing.T) {
 	ctx := context.Background()
 	st := &stalling{Store: kvstore.New(mem.New(t.Name()))}
@@ -59,7 +63,7 @@ func TestOpTimeout(t *testing.T) {
 	}
 
 	st.stalled.Store(true)
-	for _, op := range []struct {
+	for i, op := range []struct {
 		name string
 		fn   func() error
 	}{
@@ -73,18 +77,99 @@ func TestOpTimeout(t *testing.T) {
 		if meta.Errno(err) != syscall.EIO {
 			t.Errorf("%s while the engine stalls: %v (errno %d), want EIO", op.name, err, meta.Errno(err))
 		}
-		if took < bound || took > bound+10*time.Second {
+		switch first := i == 0; {
+		case first && (took < bound || took > bound+10*time.Second):
 			t.Errorf("%s while the engine stalls failed after %v, want about %v", op.name, took, bound)
+		case !first && (took >= bound || !errors.Is(err, meta.ErrEngineDown)):
+			t.Errorf("%s once an operation waited the bound failed after %v with %v, want at once with ErrEngineDown", op.name, took, err)
 		}
 	}
 
 	st.stalled.Store(false)
-	if _, err := c.Lookup(ctx, meta.RootIno, []byte("before")); err != nil {
-		t.Errorf("lookup once the engine answers again: %v", err)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.Lookup(ctx, meta.RootIno, []byte("before"))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, meta.ErrEngineDown) || time.Now().After(deadline) {
+			t.Fatalf("lookup once the engine answers again: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if _, err := c.Mknod(ctx, meta.RootIno, []byte("after"), file); err != nil {
 		t.Errorf("create once the engine answers again: %v", err)
 	}
+}
+
+// refusing is a store whose transactions fail, while it refuses, as a
+// connection to a stopped server does: refused before anything is sent.
+type refusing struct {
+	store.Store
+	until atomic.Int64 // UnixNano
+	tries atomic.Int64
+}
+
+func (s *refusing) refused() error {
+	s.tries.Add(1)
+	if time.Now().UnixNano() < s.until.Load() {
+		return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	}
+	return nil
+}
+
+func (s *refusing) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if err := s.refused(); err != nil {
+		return err
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+func (s *refusing) View(ctx context.Context, fn func(store.Tx) error) error {
+	if err := s.refused(); err != nil {
+		return err
+	}
+	return s.Store.View(ctx, fn)
+}
+
+// TestShortOutage: an engine that refuses connections for less than the
+// bound (a server restarting) is ridden out: the operations made
+// meanwhile wait and succeed. One that refuses for longer fails them
+// with EIO after the bound, not at the first refusal.
+func TestShortOutage(t *testing.T) {
+	ctx := context.Background()
+	st := &refusing{Store: kvstore.New(mem.New(t.Name()))}
+	if _, err := meta.FormatVolume(ctx, st, &meta.Format{Name: "refuse", UUID: "u", Storage: "mem", Bucket: "b", BlockSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 500 * time.Millisecond
+	c, err := meta.NewClient(ctx, st, meta.Config{OpTimeout: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	file := meta.NewNode{Type: store.TypeFile, Mode: 0o644}
+
+	st.until.Store(time.Now().Add(bound / 3).UnixNano())
+	tries := st.tries.Load()
+	if _, err := c.Mknod(ctx, meta.RootIno, []byte("short"), file); err != nil {
+		t.Errorf("create during a refusal shorter than the bound: %v", err)
+	}
+	if _, err := c.Lookup(ctx, meta.RootIno, []byte("short")); err != nil {
+		t.Errorf("lookup after a refusal shorter than the bound: %v", err)
+	}
+	if n := st.tries.Load() - tries; n < 3 {
+		t.Errorf("the engine was tried %d times, want the refused transaction tried again", n)
+	}
+
+	st.until.Store(time.Now().Add(time.Hour).UnixNano())
+	start := time.Now()
+	_, err = c.Mknod(ctx, meta.RootIno, []byte("long"), file)
+	took := time.Since(start)
+	if meta.Errno(err) != syscall.EIO || took < bound || took > bound+10*time.Second {
+		t.Errorf("create during a long refusal: %v after %v, want EIO after about %v", err, took, bound)
+	}
+	st.until.Store(0)
 }
 
 // TestBound: meta.Bound bounds each transaction of a store, replaces a

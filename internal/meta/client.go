@@ -397,6 +397,34 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	return c, nil
 }
 
+// Guard runs call, an exchange with the metadata engine made outside
+// the client's transactions (an operation the metadata server runs for
+// the session, internal/meta/remote), under the bound and the outage
+// watch of the client's own transactions: its context ends after
+// Config.OpTimeout, and while the engine is known not to answer, Guard
+// fails at once without calling it (see outage).
+func (c *Client) Guard(ctx context.Context, call func(context.Context) error) error {
+	b, ok := c.st.(bounded)
+	if !ok {
+		return call(ctx)
+	}
+	return b.guard(ctx, call, func(error) bool { return false })
+}
+
+// GuardWait is Guard for a call that may rightly wait longer than
+// Config.OpTimeout, a lock request that waits for another holder: it
+// fails at once while the engine is known not to answer, but does not
+// bound the call, which ends when the lock is granted, the request is
+// interrupted, or its connection fails.
+func (c *Client) GuardWait(ctx context.Context, call func(context.Context) error) error {
+	if b, ok := c.st.(bounded); ok {
+		if err := b.o.check(); err != nil {
+			return err
+		}
+	}
+	return call(ctx)
+}
+
 // newClient returns a client over st with conf's defaults filled in,
 // before it has a session or background work.
 func newClient(ctx context.Context, st store.Store, conf Config) (*Client, error) {
@@ -432,7 +460,7 @@ func newClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 		conf.DirMtimeSkip = -1
 	}
 	batch := batchesFor(limits)
-	st = Bound(st, conf.OpTimeout)
+	st = bound(st, conf.OpTimeout, conf.Logger)
 	c := &Client{st: st, conf: conf, format: f, log: conf.Logger, batch: batch, done: make(chan struct{}),
 		recent: recentDirs{ttl: conf.DirAttrReuse, now: conf.Now}}
 	var ws watchers
@@ -474,7 +502,15 @@ func (c *Client) Store() store.Store { return c.st }
 // session may hold them) and its locks released.
 func (c *Client) Close(ctx context.Context) error {
 	c.cancel()
-	<-c.done
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		// The background work is stuck in a transaction that does not
+		// see its cancellation (a driver read that ends only at its
+		// deadline, up to --meta-timeout away); the caller gives up,
+		// and closing the engine then ends the read.
+		return fmt.Errorf("close the session: background work still running: %w", ctx.Err())
+	}
 	if c.attached {
 		return c.flushUsage(ctx)
 	}

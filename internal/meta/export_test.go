@@ -20,3 +20,11 @@ const (
 	DeletionBudget = deletionBudget
 	OneBatch       = oneBatch
 )
+
+// The classifications of an engine's failures (outage.go), for the tests
+// of package meta_test.
+var (
+	Unreachable = unreachable
+	Transport   = transport
+	TimedOut    = timedOut
+)

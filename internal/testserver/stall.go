@@ -14,10 +14,11 @@ import (
 // looks like to a client. The server itself, which other tests share, is
 // never disturbed.
 type StallProxy struct {
-	l       net.Listener
+	addr    string // the proxy's HOST:PORT, kept while it is down
 	target  string
 	mu      sync.Mutex
 	cond    *sync.Cond
+	l       net.Listener // nil while down
 	stalled bool
 	conns   []net.Conn
 }
@@ -30,13 +31,16 @@ func NewStallProxy(t testing.TB, target string) *StallProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &StallProxy{l: l, target: target}
+	p := &StallProxy{l: l, addr: l.Addr().String(), target: target}
 	p.cond = sync.NewCond(&p.mu)
-	go p.serve()
+	go p.serve(l)
 	t.Cleanup(func() {
 		p.Stall(false)
-		l.Close()
 		p.mu.Lock()
+		if p.l != nil {
+			p.l.Close()
+			p.l = nil
+		}
 		for _, c := range p.conns {
 			c.Close()
 		}
@@ -62,7 +66,7 @@ func Proxied(t testing.TB, u string) (string, *StallProxy) {
 }
 
 // Addr is the proxy's HOST:PORT.
-func (p *StallProxy) Addr() string { return p.l.Addr().String() }
+func (p *StallProxy) Addr() string { return p.addr }
 
 // Stall stops (on) or resumes forwarding.
 func (p *StallProxy) Stall(on bool) {
@@ -83,9 +87,38 @@ func (p *StallProxy) Cut() {
 	p.conns = nil
 }
 
-func (p *StallProxy) serve() {
+// Down closes the proxy's listener and every connection (on), so that
+// the server looks stopped: connections are reset and new ones refused,
+// or listens again on the same address (off).
+func (p *StallProxy) Down(t testing.TB, on bool) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		if p.l != nil {
+			p.l.Close()
+			p.l = nil
+		}
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+		return
+	}
+	if p.l != nil {
+		return
+	}
+	l, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", p.addr, err)
+	}
+	p.l = l
+	go p.serve(l)
+}
+
+func (p *StallProxy) serve(l net.Listener) {
 	for {
-		c, err := p.l.Accept()
+		c, err := l.Accept()
 		if err != nil {
 			return
 		}
@@ -95,6 +128,12 @@ func (p *StallProxy) serve() {
 			continue
 		}
 		p.mu.Lock()
+		if p.l != l { // went down meanwhile
+			p.mu.Unlock()
+			c.Close()
+			s.Close()
+			continue
+		}
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		go p.pipe(s, c)

@@ -144,6 +144,40 @@ func (c *Client) callAs(ctx context.Context, seq uint64, sentBefore bool, method
 	if c.observe != nil {
 		defer func(start time.Time) { c.observe(MethodName(method), time.Since(start)) }(time.Now())
 	}
+	guard := c.local.Guard
+	if ctx.Value(waitingCall{}) != nil {
+		guard = c.local.GuardWait
+	}
+	sent := false
+	err := guard(ctx, func(ctx context.Context) error {
+		sent = true
+		return c.send(ctx, seq, sentBefore, method, fill, read, after)
+	})
+	if !sent && after != nil {
+		// Failed at once, the metadata server known not to answer: the
+		// call was not made, as when its connection could not be.
+		c.attach.RLock()
+		after(err)
+		c.attach.RUnlock()
+	}
+	return err
+}
+
+// waitingCall marks the context of a call that may wait longer than the
+// mount's --meta-timeout: a lock request that waits for another holder.
+type waitingCall struct{}
+
+// waiting returns ctx marked as the context of a waiting call when block.
+func waiting(ctx context.Context, block bool) context.Context {
+	if !block {
+		return ctx
+	}
+	return context.WithValue(ctx, waitingCall{}, true)
+}
+
+// send makes the call once the session's client let it (meta.Client.Guard):
+// ctx then ends within the mount's --meta-timeout.
+func (c *Client) send(ctx context.Context, seq uint64, sentBefore bool, method uint64, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
 	cred := meta.CredOf(ctx)
 	sends := 0 // the engine sends the call again on a new connection
 	for attempt := 0; ; attempt++ {

@@ -436,7 +436,7 @@ func (c *Client) CopyFileRange(ctx context.Context, src meta.Ino, srcOff uint64,
 
 // Flock takes or drops a BSD lock of owner on ino.
 func (c *Client) Flock(ctx context.Context, ino meta.Ino, owner uint64, typ uint32, block bool) (*meta.Attr, error) {
-	return c.attrCall(ctx, mFlock, func(b *wire.Buf) {
+	return c.attrCall(waiting(ctx, block), mFlock, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		b.Uvarint(owner)
 		b.Uvarint(uint64(typ))
@@ -462,7 +462,7 @@ func (c *Client) SetLk(ctx context.Context, ino meta.Ino, owner uint64, lk meta.
 		c.posix[ino] = true // before the server may hold it
 		c.mu.Unlock()
 	}
-	return c.attrCall(ctx, mSetLk, func(b *wire.Buf) {
+	return c.attrCall(waiting(ctx, block), mSetLk, func(b *wire.Buf) {
 		b.Uvarint(uint64(ino))
 		b.Uvarint(owner)
 		putLock(b, lk)

@@ -30,3 +30,25 @@ func Retry(ctx context.Context, attempt func() error) error {
 	}
 	return fmt.Errorf("gave up after %d attempts: %w", MaxAttempts, err)
 }
+
+// ErrNotApplied marks the failure of a write transaction that the engine
+// did not apply, because it failed before its commit was sent (see
+// NotApplied).
+var ErrNotApplied = errors.New("transaction not applied")
+
+// NotApplied returns err marked with ErrNotApplied; nil stays nil. An
+// engine marks so the failures of a write transaction before its commit
+// (a broken connection at BEGIN or at a read), so that the caller may run
+// it again after a failure of the connection: only a failure of the
+// commit itself leaves unknown whether it was applied.
+func NotApplied(err error) error {
+	if err == nil || errors.Is(err, ErrNotApplied) {
+		return err
+	}
+	return notApplied{err}
+}
+
+type notApplied struct{ err error }
+
+func (e notApplied) Error() string   { return e.err.Error() }
+func (e notApplied) Unwrap() []error { return []error{e.err, ErrNotApplied} }

@@ -254,7 +254,7 @@ func (s *Store) runConn(ctx context.Context, fn func(store.Tx) error) (err error
 	defer s.writeMu.Unlock()
 	c, err := s.conns.get(ctx)
 	if err != nil {
-		return s.d.Describe(err)
+		return store.NotApplied(s.d.Describe(err))
 	}
 	begun, done := false, false
 	defer func() {
@@ -265,12 +265,12 @@ func (s *Store) runConn(ctx context.Context, fn func(store.Tx) error) (err error
 		s.conns.put(c, joined(err, rerr))
 	}()
 	if err := c.execText(ctx, s.d.BeginWrite); err != nil {
-		return s.d.Describe(err)
+		return store.NotApplied(s.d.Describe(err))
 	}
 	begun = true
 	t := &tx{ctx: ctx, s: s, conn: c, write: true}
 	if err := failed(fn(t), t.err); err != nil {
-		return err
+		return store.NotApplied(err)
 	}
 	if err := c.execText(ctx, "COMMIT"); err != nil {
 		return s.d.Describe(err)

@@ -106,15 +106,16 @@ func failed(err, first error) error {
 
 // run begins a transaction on pool with opts and runs fn in it. A write
 // transaction is committed when fn returns nil; a read one is rolled
-// back. Errors of the database pass through Describe.
+// back. Errors of the database pass through Describe; those before the
+// commit are marked store.NotApplied.
 func (d Dialect) run(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, write bool, fn func(*sql.Tx) error) error {
 	sqlTx, err := pool.BeginTx(ctx, opts)
 	if err != nil {
-		return d.Describe(err)
+		return store.NotApplied(d.Describe(err))
 	}
 	if err := fn(sqlTx); err != nil {
 		sqlTx.Rollback()
-		return err
+		return store.NotApplied(err)
 	}
 	if !write {
 		return d.Describe(sqlTx.Rollback())
