@@ -198,6 +198,9 @@ type Client struct {
 
 	inodes, slices idPool
 
+	// commits has the slice commits of one file take turns (turns.go).
+	commits turns
+
 	// Usage deltas not yet written to the shared counters; flushed in the
 	// background so creates do not all serialize on one counter record.
 	usedSpace, usedInodes atomic.Int64

@@ -64,10 +64,17 @@ func (c *Client) WriteSliceAttr(ctx context.Context, ino Ino, idx uint32, s Slic
 	if end > MaxFileSize {
 		return Version{}, nil, syscall.EFBIG
 	}
+	// Commits of one file through this client take turns: racing, all
+	// but one would conflict on the file's node (see turns).
+	done, err := c.commits.take(ctx, ino)
+	if err != nil {
+		return Version{}, nil, err
+	}
+	defer done()
 	var grow int64
 	var out *Attr
 	var before Version
-	err := c.extending(ctx, ino, func() error {
+	err = c.extending(ctx, ino, func() error {
 		return c.st.Update(ctx, func(tx store.Tx) error {
 			n, err := node(tx, ino)
 			if err != nil {

@@ -11,7 +11,8 @@
 //   - Isolation. A transaction reads one snapshot (a copy-on-write clone
 //     the loop published, which nobody writes again) and commits only if
 //     no key it read and no range it scanned changed since, phantoms
-//     included; otherwise it is told to start again.
+//     included; otherwise it is told to start again, once the change it
+//     lost to is published, so that the snapshot its retry reads has it.
 //   - Durability. A commit is acknowledged only after the log records
 //     holding it are synced, and readers see a change only from then on.
 //     Many commits share one sync (group commit).

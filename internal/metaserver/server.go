@@ -101,7 +101,10 @@ type commitReq struct {
 	c      *wire.Commit
 	snap   *tree // nil when c.Snap is 0 or the snapshot is gone
 	noSnap bool  // c.Snap named a snapshot that is gone
-	done   func(status byte, msg string)
+	// conflict: what c read changed; the refusal is sent with the batch
+	// (see apply).
+	conflict bool
+	done     func(status byte, msg string)
 }
 
 // batch is what the apply loop hands the syncer: records to make
@@ -430,8 +433,20 @@ func (s *Server) apply(req *commitReq, b *batch) {
 		return
 	}
 	if req.snap != nil && changed(req.snap, s.tree, c.Reads, c.Ranges) {
+		// The refusal waits for the batch, as an acknowledgement does:
+		// the change c lost to may not be published yet (it waits in
+		// this batch or in the one the syncer is writing), and the
+		// snapshot a retry sent at once would take is the published
+		// state, without that change. Every such retry conflicted
+		// again, for as long as a sync took, and a client retrying
+		// every millisecond or so spent its attempts there (eight
+		// writers of one key: seven retries in ten read what they had
+		// lost with again; issue 51). Sent with the batch, the refusal
+		// reaches the client once the state it lost to is what its
+		// retry reads.
 		s.m.conflicts.Inc()
-		req.done(wire.StatusConflict, "")
+		req.conflict = true
+		b.reqs = append(b.reqs, req)
 		return
 	}
 	if len(c.Writes) == 0 {
@@ -475,7 +490,11 @@ func (s *Server) syncer() {
 				s.m.index.Set(float64(b.index))
 			}
 			for _, r := range b.reqs {
-				r.done(wire.StatusOK, "")
+				if r.conflict {
+					r.done(wire.StatusConflict, "")
+				} else {
+					r.done(wire.StatusOK, "")
+				}
 			}
 		}
 		if b.stop {

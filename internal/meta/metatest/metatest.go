@@ -95,6 +95,8 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"ClockStamps", testClockStamps},
 		{"ClockRelatime", testClockRelatime},
 		{"ClockSession", testClockSession},
+		{"ContendFile", testContendFile},
+		{"ContendDir", testContendDir},
 		{"Model", func(t *testing.T, ns newStoreFunc) { testModelOps(t, ns, opts.ModelOps) }},
 	}
 	for _, c := range cases {

@@ -2,10 +2,12 @@ package remote_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -671,4 +673,61 @@ func TestDirAttrsOfOwnChanges(t *testing.T) {
 	if _, err := rc.GetAttr(ctx, sub.Ino); err != meta.ErrNoInode {
 		t.Fatalf("getattr of a removed directory: %v, want meta.ErrNoInode", err)
 	}
+}
+
+// TestWritersOfOneFile is issue 51 on the server: the calls of one
+// session run there concurrently, on one attached client, and sixteen
+// writers committing slices to one file made thousands of conflicts, of
+// which some commits gave up after 50 attempts (EIO). The attached
+// client has them take turns: no commit fails, none even conflicts.
+func TestWritersOfOneFile(t *testing.T) {
+	s := startServer(t)
+	v := newVolume(t, s.url)
+	ctx := meta.WithCred(context.Background(), meta.Cred{})
+	a, err := v.rc.Create(ctx, meta.RootIno, []byte("f"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each, page = 16, 100, 8192
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				id, err := v.local.NewSliceID(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				s := meta.Slice{Id: id, Size: page, Len: page, Pos: uint32((w*each + i) % 16 * page)}
+				if _, _, err := v.rc.WriteSliceAttr(ctx, a.Ino, uint32(i%2), s, nil, false); err != nil {
+					errs <- fmt.Errorf("writer %d, commit %d: %w", w, i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := counterValue(t, s.srv, "sluice_metaserver_conflicts_total"); n != 0 {
+		t.Errorf("%d commits of one session's writers of one file made %v conflicts, want none", writers*each, n)
+	}
+}
+
+// counterValue returns the value of the server's counter name.
+func counterValue(t *testing.T, srv *metaserver.Server, name string) float64 {
+	t.Helper()
+	mfs, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }

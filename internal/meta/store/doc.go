@@ -25,12 +25,13 @@
 //
 // Retries. An engine reports a transaction that lost a race with an error
 // wrapping ErrConflict, from a read, from a write's deferred failure or
-// from the commit. Update then runs fn again from the start, up to
-// MaxAttempts times with a growing, jittered backoff (Retry), so fn must
-// be idempotent: it may run several times, must reset at its start
-// whatever it reports to the caller through captured variables, and must
-// have no side effects outside the transaction. Update returns ErrConflict
-// (wrapped) only after the last attempt.
+// from the commit. Update then runs fn again from the start, after a
+// growing, jittered backoff, until the context's deadline (or RetryFor
+// without one; see Retry), so fn must be idempotent: it may run several
+// times, must reset at its start whatever it reports to the caller
+// through captured variables, and must have no side effects outside the
+// transaction. Update returns ErrConflict (wrapped) only when the next
+// attempt would come too late.
 //
 // Serializable Update. A committed Update read the values current at its
 // commit, whichever handle wrote them: every engine either checks each

@@ -8,27 +8,65 @@ import (
 	"time"
 )
 
-// MaxAttempts bounds the runs of a transaction that keeps conflicting.
-const MaxAttempts = 50
+// RetryFor bounds the retries of a transaction that keeps conflicting
+// when its context has no deadline. A context's deadline is the bound
+// otherwise: a meta.Client gives each transaction one, Config.OpTimeout.
+const RetryFor = 30 * time.Second
 
-// Retry runs attempt until it returns an error that is not ErrConflict, at
-// most MaxAttempts times, waiting a jittered backoff that grows with each
-// attempt. Engines implement Store.Update with it.
+// Backoff bounds: the first wait after a conflict is about minBackoff,
+// and each doubles, up to maxBackoff.
+const (
+	minBackoff = 100 * time.Microsecond
+	maxBackoff = 20 * time.Millisecond
+)
+
+// Retry runs attempt until it returns an error that is not ErrConflict,
+// waiting between attempts a backoff that doubles each time, from about
+// 100µs up to 20ms, jittered so that rivals spread out.
+//
+// What bounds the retries is time, not a count: a conflict is not a
+// failure of the engine but a race lost, which a later attempt wins, and
+// a write that a local file system accepts must not fail because others
+// wrote the same file meanwhile (issue 51: 50 quick attempts, about
+// 0.6 s, were all lost while a database's writers kept committing to one
+// file). So Retry goes on until the context ends, or until the next wait
+// would pass its deadline, or, for a context without one, for RetryFor,
+// and then returns the last conflict. The cap on the backoff keeps a
+// loser trying often enough to win against rivals that do not wait.
 func Retry(ctx context.Context, attempt func() error) error {
-	var err error
-	for i := 0; i < MaxAttempts; i++ {
-		err = attempt()
+	start := time.Now()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = start.Add(RetryFor)
+	}
+	for i := 0; ; i++ {
+		err := attempt()
 		if !errors.Is(err, ErrConflict) {
 			return err
 		}
-		backoff := time.Duration(rand.Int64N(int64(time.Millisecond)*int64(i+1))) + 50*time.Microsecond
+		wait := backoff(i)
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("still conflicting after %d attempts in %v: %w", i+1, time.Since(start).Round(time.Millisecond), err)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+			t.Stop()
+			return fmt.Errorf("retry after %d conflicts: %w", i+1, ctx.Err())
+		case <-t.C:
 		}
 	}
-	return fmt.Errorf("gave up after %d attempts: %w", MaxAttempts, err)
+}
+
+// backoff returns the wait after the conflict of attempt i (from 0): a
+// random duration in [d/2, d), where d doubles from minBackoff with each
+// attempt up to maxBackoff.
+func backoff(i int) time.Duration {
+	d := maxBackoff
+	if i < 16 && minBackoff<<i < maxBackoff {
+		d = minBackoff << i
+	}
+	return d/2 + rand.N(d/2)
 }
 
 // ErrNotApplied marks the failure of a write transaction that the engine

@@ -1,10 +1,15 @@
 package sluice_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
@@ -69,4 +74,71 @@ func TestKV(t *testing.T) {
 
 func BenchmarkMeta(b *testing.B) {
 	metatest.Bench(b, func(tb testing.TB) store.Store { return newStore(tb) })
+}
+
+// TestConflictThenFresh checks that a transaction the server refused
+// reads, when it starts again at once, the change it lost to: the
+// refusal comes only once that change is what a new snapshot holds.
+// Otherwise a retry reads the state before it again and is doomed to
+// conflict again, for as long as the winner's log sync takes.
+func TestConflictThenFresh(t *testing.T) {
+	db := openDB(t, startServer(t))
+	ctx := context.Background()
+	key := []byte("Ccounter")
+	const writers, each = 8, 50
+	var wg sync.WaitGroup
+	var stale, conflicts atomic.Int64
+	errs := make(chan error, writers)
+	for range writers {
+		wg.Go(func() {
+			var lost []byte // what the last refused attempt read; nil: it committed
+			for done := 0; done < each; {
+				var read []byte
+				err := db.Update(ctx, func(tx kvstore.Txn) error {
+					v, err := tx.Get(key)
+					if err != nil {
+						return err
+					}
+					read = v
+					n, _ := strconv.Atoi(string(v))
+					tx.Set(key, []byte(strconv.Itoa(n+1)))
+					return nil
+				})
+				if lost != nil && bytes.Equal(read, lost) {
+					stale.Add(1)
+				}
+				switch {
+				case errors.Is(err, store.ErrConflict):
+					conflicts.Add(1)
+					lost = read
+				case err != nil:
+					errs <- err
+					return
+				default:
+					lost = nil
+					done++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var got []byte
+	if err := db.View(ctx, func(tx kvstore.Txn) error {
+		var err error
+		got, err = tx.Get(key)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.Itoa(writers * each); string(got) != want {
+		t.Fatalf("counter %s after %d increments", got, writers*each)
+	}
+	t.Logf("%d conflicts", conflicts.Load())
+	if stale.Load() > 0 {
+		t.Fatalf("%d of %d retries after a conflict read the value they had lost with again", stale.Load(), conflicts.Load())
+	}
 }
