@@ -83,6 +83,7 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"ACL", testACL},
 		{"ACLDisabled", testACLDisabled},
 		{"StaleSession", testStaleSession},
+		{"DeadProcessSession", testDeadProcessSession},
 		{"Check", testCheck},
 		{"Trash", testTrash},
 		{"TrashProtected", testTrashProtected},
