@@ -223,6 +223,60 @@ func testDeadProcessSession(t *testing.T, ns newStoreFunc) {
 	}
 }
 
+// testCleanedLockWaiter checks that a blocking lock wait whose session is
+// cleaned up meanwhile (the metadata server runs the waits of mounts, and
+// goes on with one of a mount that died) fails with ENOLCK when the lock
+// comes free, rather than take a lock that no session record leads to
+// and nobody would ever release.
+func testCleanedLockWaiter(t *testing.T, ns newStoreFunc) {
+	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
+		t.Skipf("no boot id to tell this host's sessions by: %v", err)
+	}
+	st := openStore(t, ns)
+	format(t, st, testFormat())
+	holder := newClient(t, st, meta.Config{})
+	f := mkfile(t, holder, meta.RootIno, "f")
+	for _, kind := range []string{"flock", "posix"} {
+		t.Run(kind, func(t *testing.T) {
+			lock := func(c *meta.Client, typ uint32, block bool) error {
+				if kind == "flock" {
+					return lockErr(c.Flock(root, f.Ino, 1, typ, block))
+				}
+				return lockErr(c.SetLk(root, f.Ino, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: typ}, block))
+			}
+			wantErr(t, "holder locks", lock(holder, meta.LockWrite, false), 0)
+			// Registered as a process that is gone: the next client
+			// cleans it up.
+			waiter := newClient(t, st, meta.Config{SessionInfo: meta.SessionInfo{PID: os.Getpid(), ProcStart: 1}})
+			done := make(chan error, 1)
+			go func() { done <- lock(waiter, meta.LockWrite, true) }()
+			time.Sleep(50 * time.Millisecond) // let it wait
+			select {
+			case err := <-done:
+				t.Fatalf("the waiter did not wait: %v", err)
+			default:
+			}
+			fresh := newClient(t, st, meta.Config{})
+			wantErr(t, "holder unlocks", lock(holder, meta.LockUnlock, false), 0)
+			select {
+			case err := <-done:
+				wantErr(t, "wait of the cleaned session", err, syscall.ENOLCK)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiter still waits 10 s after the lock came free")
+			}
+			d, err := meta.SessionDetails(root, st, waiter.Sid(), meta.DetailOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.LockCount != 0 {
+				t.Errorf("the cleaned session holds %d locks", d.LockCount)
+			}
+			wantErr(t, "new client locks", lock(fresh, meta.LockWrite, false), 0)
+			wantErr(t, "new client unlocks", lock(fresh, meta.LockUnlock, false), 0)
+		})
+	}
+}
+
 // stripIdentity rewrites the record of session sid as a client that did
 // not record its process wrote it.
 func stripIdentity(t *testing.T, st store.Store, sid uint64) {

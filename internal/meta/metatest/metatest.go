@@ -84,6 +84,7 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"ACLDisabled", testACLDisabled},
 		{"StaleSession", testStaleSession},
 		{"DeadProcessSession", testDeadProcessSession},
+		{"CleanedLockWaiter", testCleanedLockWaiter},
 		{"Check", testCheck},
 		{"Trash", testTrash},
 		{"TrashProtected", testTrashProtected},
