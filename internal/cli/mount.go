@@ -32,44 +32,48 @@ import (
 const kernelReadahead = 8 << 20
 
 type mountOptions struct {
-	background    bool
-	attrCache     time.Duration
-	entryCache    time.Duration
-	dirEntryCache time.Duration
-	negEntryCache time.Duration
-	openCache     time.Duration
-	readdirCache  bool
-	readOnly      bool
-	xattr         bool
-	bufferSize    int64
-	maxUploads    int
-	logFile       string
-	logRotation   logRotation // --log-max-size, --log-backups, --log-compress (logfile.go)
-	debug         bool
-	heartbeat     time.Duration
-	metaTimeout   time.Duration
-	atimeMode     string
-	pprof         string
-	maxReadahead  int64
-	prefetch      int
-	maxDownloads  int
-	uploadLimit   int64 // Mbps
-	downloadLimit int64 // Mbps
-	cacheDir      string
-	cacheSize     int64
-	freeRatio     float64
-	partialOnly   bool
-	largeWrite    bool
-	writeback     bool
-	metrics       string
-	hideInternal  bool
-	flags         map[string]string // every flag's value, for .config
-	metaURL       string            // with its password hidden, for .config
-	getTimeout    time.Duration
-	putTimeout    time.Duration
-	backupMeta    time.Duration
-	backupMetaMin time.Duration // hidden: tests lower it
+	background     bool
+	attrCache      time.Duration
+	entryCache     time.Duration
+	dirEntryCache  time.Duration
+	negEntryCache  time.Duration
+	openCache      time.Duration
+	readdirCache   bool
+	readOnly       bool
+	xattr          bool
+	bufferSize     int64
+	maxUploads     int
+	logFile        string
+	logRotation    logRotation // --log-max-size, --log-backups, --log-compress (logfile.go)
+	debug          bool
+	heartbeat      time.Duration
+	sessionTimeout time.Duration // 0: meta's default, 25 heartbeats
+	metaTimeout    time.Duration
+	atimeMode      string
+	pprof          string
+	maxReadahead   int64
+	prefetch       int
+	maxDownloads   int
+	uploadLimit    int64 // Mbps
+	downloadLimit  int64 // Mbps
+	cacheDir       string
+	cacheSize      int64
+	freeRatio      float64
+	partialOnly    bool
+	largeWrite     bool
+	writeback      bool
+	metrics        string
+	hideInternal   bool
+	flags          map[string]string // every flag's value, for .config
+	metaURL        string            // with its password hidden, for .config
+	getTimeout     time.Duration
+	putTimeout     time.Duration
+	backupMeta     time.Duration
+	backupMetaMin  time.Duration // hidden: tests lower it
 }
+
+// minSessionHeartbeats is the shortest --session-timeout, in heartbeats.
+const minSessionHeartbeats = 3
 
 // minBackupInterval is the shortest --backup-meta, as in JuiceFS: each
 // backup dumps the whole volume.
@@ -114,7 +118,20 @@ returns once the mount is ready and serves in the background, logging to
 --log. As root the mount needs no fusermount helper. Once unmounted, the
 process ends its session in the metadata engine; when the engine does not
 answer, that waits up to --meta-timeout, and a SIGINT or SIGTERM then gives
-it up (the next mount cleans up the session after its timeout).
+it up (the session is then cleaned up as after a crash, below).
+
+Sessions: each mount registers a session in the metadata engine and renews
+it every --heartbeat; the POSIX locks and flocks its programs hold, and the
+files they keep open after unlink, are recorded under it. When a mount dies
+without unmounting (SIGKILL, a crash), the next mount started on the same
+host (same host name, boot and pid namespace) sees that its process is gone
+and cleans up its session, releasing its locks, before it serves anything:
+a program such as SQLite finds the volume as the dead mount's programs left
+it, with no lock held for them. Mounts elsewhere clean it up once it has
+been silent for --session-timeout (25 heartbeats, 5 minutes by default), a
+trade between how long a crashed host's locks block the others and how long
+a live mount may be cut off from the engine, or paused, before it loses its
+locks to them. A read-only mount has no session and cleans up nothing.
 
 Metadata backups (--backup-meta, default 1h; 0 disables): once per
 interval, one mount of the volume (whichever takes the lease kept in the
@@ -180,13 +197,23 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	o.logRotation.addFlags(fl)
 	fl.StringVar(&o.atimeMode, "atime-mode", meta.AtimeNone, "when reads update access times: noatime (never), relatime (as Linux's relatime), strictatime (every open file's first read, every listing)")
 	fl.Var(secondsValue{&o.metaTimeout}, "meta-timeout", "longest a metadata operation may wait for the metadata engine, retries included, before it fails with EIO (seconds or a duration; 0: wait for ever)")
-	fl.Var(secondsValue{&o.heartbeat}, "heartbeat", "interval of session heartbeats; a mount silent for 25 heartbeats is cleaned up by the others (use one value on all mounts)")
+	fl.Var(secondsValue{&o.heartbeat}, "heartbeat", "interval of session heartbeats; a mount silent for the session timeout is cleaned up by the others (use one value on all mounts)")
+	fl.Var(secondsValue{&o.sessionTimeout}, "session-timeout", "how long another mount may go without a heartbeat before this one cleans up its session, releasing its locks and deleting the files it kept open after unlink (seconds or a duration, at least 3 heartbeats). Shorter frees the locks of a crashed host sooner; but a live mount cut off from the engine, or paused (a VM, SIGSTOP), for longer loses its locks and open deleted files to the others while its programs go on. Use one value on all mounts. A killed mount is cleaned up at once by the next mount on its host, whatever this is. 0: 25 heartbeats, 5 minutes with the default heartbeat")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fl.Var(secondsValue{&o.backupMeta}, "backup-meta", "interval of automatic metadata backups into the bucket's meta/ directory, by one mount of the volume (seconds or a duration, at least 5m; 0 disables)")
 	fl.Var(secondsValue{&o.backupMetaMin}, "backup-meta-min", "shortest --backup-meta accepted (for tests)")
 	_ = fl.MarkHidden("backup-meta-min")
 	fl.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles over HTTP at this address (e.g. 127.0.0.1:6060)")
 	return cmd
+}
+
+// effectiveHeartbeat is the interval of the mount's heartbeats: --heartbeat,
+// or meta's default for 0.
+func (o *mountOptions) effectiveHeartbeat() time.Duration {
+	if o.heartbeat <= 0 {
+		return meta.DefaultHeartbeat
+	}
+	return o.heartbeat
 }
 
 // validate checks the flags that take numbers and paths.
@@ -208,6 +235,12 @@ func (o *mountOptions) validate() error {
 		return fmt.Errorf("--buffer-size: must be at least 1 MiB")
 	case o.backupMeta > 0 && o.backupMeta < o.backupMetaMin:
 		return fmt.Errorf("--backup-meta %v: must be 0 (no backups) or at least %v", o.backupMeta, o.backupMetaMin)
+	case o.sessionTimeout > 0 && o.sessionTimeout < minSessionHeartbeats*o.effectiveHeartbeat():
+		// Heartbeats come on a one-second tick, and an engine may take a
+		// while to answer one: a shorter timeout would have mounts clean
+		// up after live ones.
+		return fmt.Errorf("--session-timeout %v: must be 0 (25 heartbeats) or at least %d heartbeats (%v)",
+			o.sessionTimeout, minSessionHeartbeats, minSessionHeartbeats*o.effectiveHeartbeat())
 	}
 	if o.cacheSize == 0 {
 		o.cacheDir = "memory"
@@ -343,8 +376,9 @@ func runMount(metaURL, mp string, o *mountOptions) (err error) {
 	// to the engine (buffered commits, the last syncs, the session's
 	// record), for up to --meta-timeout when it does not answer. SIGINT
 	// or SIGTERM now gives that up, as an operator who will not wait for
-	// a dead engine means: the session is then cleaned up after its
-	// timeout by the next mount, as after a crash.
+	// a dead engine means: the session is then cleaned up as after a
+	// crash, at once by the next mount of this host, after its timeout
+	// by the others.
 	closeCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -441,9 +475,10 @@ func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options
 		Prefetch:         o.prefetch,
 	}
 	opts.Meta = meta.Config{
-		ReadOnly:  o.readOnly,
-		Heartbeat: o.heartbeat,
-		OpTimeout: opTimeout(o.metaTimeout),
+		ReadOnly:       o.readOnly,
+		Heartbeat:      o.heartbeat,
+		SessionTimeout: o.sessionTimeout,
+		OpTimeout:      opTimeout(o.metaTimeout),
 		// The kernel asks again for the attributes of a directory whose
 		// entries it just changed (to check permissions on the next
 		// change): answer those from this mount's own change for a

@@ -251,11 +251,13 @@ func TestTwoMountsLocks(t *testing.T) {
 }
 
 // TestKilledMountReleasesLocks kills one mount with SIGKILL while it holds
-// a lock; the other mount takes the lock once the dead session expires.
+// a lock; the other mount, live since before the kill, takes the lock once
+// the dead session expires: after --session-timeout 3, well before the
+// 25 heartbeats of 1 s that would pass without the flag.
 func TestKilledMountReleasesLocks(t *testing.T) {
 	v := newVolume(t)
 	a, b := v.mnt, filepath.Join(v.dir, "mnt2")
-	fast := []string{"--heartbeat", "0.2", "--attr-cache", "0.1", "--entry-cache", "0.1"}
+	fast := []string{"--heartbeat", "1", "--session-timeout", "3", "--attr-cache", "0.1", "--entry-cache", "0.1"}
 	v.mountAt(t, a, fast...)
 	v.mountAt(t, b, fast...)
 	write(t, filepath.Join(a, "lock"), []byte("x"))
@@ -277,11 +279,14 @@ func TestKilledMountReleasesLocks(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	fa.Close() // fails on the dead mount; the lock stays recorded
-	// 25 heartbeats of 0.2 s, counted in whole seconds, plus a cleanup round.
-	eventuallyWithin(t, 30*time.Second, "b takes the lock after a's session expired", func() error {
+	// 3 s counted in whole seconds, the heartbeat that notices, and a
+	// cleanup round: the default of 25 heartbeats would take 25 s.
+	eventuallyWithin(t, 12*time.Second, "b takes the lock after a's session expired", func() error {
 		return unix.Flock(int(fb.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	})
+	t.Logf("b took the lock %v after the kill", time.Since(killed).Round(100*time.Millisecond))
 	if r := sluice(t, "umount", "--force", a); r.code != 0 {
 		t.Errorf("umount --force of the dead mount: %s", r.stderr)
 	}

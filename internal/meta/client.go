@@ -152,6 +152,15 @@ type SessionInfo struct {
 	Version    string
 	PID        int
 	Started    int64
+	// BootID and PIDNamespace name the kernel boot and the pid
+	// namespace PID belongs to, and ProcStart is the start time of that
+	// process in clock ticks after boot (see hostproc.go): a new client
+	// on the same host cleans up at once after a session whose process
+	// is gone. A client fills them in for its own process; records
+	// without them (older ones) expire by heartbeat only.
+	BootID       string `json:",omitempty"`
+	PIDNamespace string `json:",omitempty"`
+	ProcStart    uint64 `json:",omitempty"`
 	// OpenFiles is how many files the mount had open at its last
 	// heartbeat, and Open the inodes of up to OpenListed of them, lowest
 	// first: the mount publishes them with each heartbeat instead of a
@@ -393,6 +402,11 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 		if err := c.registerSession(ctx); err != nil {
 			return nil, err
 		}
+		// Before the caller serves anything: a program here may need a
+		// lock that a killed mount of this host still holds.
+		if err := c.cleanDeadLocalSessions(ctx); err != nil {
+			c.log.Warn("clean up after dead mounts of this host; their sessions expire by heartbeat", "err", err)
+		}
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -533,7 +547,9 @@ func (c *Client) Close(ctx context.Context) error {
 
 func (c *Client) registerSession(ctx context.Context) error {
 	info := c.conf.SessionInfo
-	if info.PID == 0 {
+	if self, ok := thisProcess(); ok {
+		self.describe(&info)
+	} else if info.PID == 0 {
 		info.PID = os.Getpid()
 	}
 	if info.Started == 0 {

@@ -39,11 +39,11 @@ const (
 )
 
 // waitLock retries try while it reports a conflict (EAGAIN) and block is
-// set, until ctx ends (EINTR).
-func waitLock(ctx context.Context, block bool, try func() error) error {
+// set, until ctx ends (EINTR). try is told whether it is a retry.
+func waitLock(ctx context.Context, block bool, try func(retry bool) error) error {
 	delay := lockPollMin
-	for {
-		err := try()
+	for retry := false; ; retry = true {
+		err := try(retry)
 		if block && ctx.Err() != nil {
 			return syscall.EINTR
 		}
@@ -59,6 +59,26 @@ func waitLock(ctx context.Context, block bool, try func() error) error {
 	}
 }
 
+// stillRegistered fails with ENOLCK when this client's session is no
+// longer registered: another client cleaned it up as dead or stale while
+// a lock wait of it went on. The lock must not be taken then: nobody
+// would ever release it, as no session record leads to it. (On the
+// metadata server a wait goes on for a mount that died: see
+// Client.cleanDeadLocalSessions.) Each retry of a wait checks it, in the
+// transaction that would take the lock.
+func (c *Client) stillRegistered(tx store.Tx) error {
+	ss, err := tx.Sessions()
+	if err != nil {
+		return err
+	}
+	for _, s := range ss {
+		if s.Sid == c.sid {
+			return nil
+		}
+	}
+	return fmt.Errorf("session %d was cleaned up during a lock wait: %w", c.sid, syscall.ENOLCK)
+}
+
 // Flock applies flock(2) of typ (LockRead, LockWrite, LockUnlock) for owner
 // on ino. A conflicting lock of another owner, on any mount, makes it fail
 // with EAGAIN, or wait when block is set. A lock taken returns the file's
@@ -71,13 +91,18 @@ func (c *Client) Flock(ctx context.Context, ino Ino, owner uint64, typ uint32, b
 	}
 	me := store.LockRecord{Sid: c.sid, Owner: owner}
 	var out *Attr
-	err := waitLock(ctx, block, func() error {
+	err := waitLock(ctx, block, func(retry bool) error {
 		return c.st.Update(ctx, func(tx store.Tx) error {
 			n, err := node(tx, ino)
 			if err != nil {
 				return err
 			}
 			out = n
+			if retry {
+				if err := c.stillRegistered(tx); err != nil {
+					return err
+				}
+			}
 			if typ == LockUnlock {
 				tx.SetLock(ino, store.LockFlock, me)
 				return nil
@@ -149,13 +174,18 @@ func (c *Client) SetLk(ctx context.Context, ino Ino, owner uint64, lk PosixLock,
 		c.mu.Unlock()
 	}
 	var out *Attr
-	err := waitLock(ctx, block, func() error {
+	err := waitLock(ctx, block, func(retry bool) error {
 		return c.st.Update(ctx, func(tx store.Tx) error {
 			n, err := node(tx, ino)
 			if err != nil {
 				return err
 			}
 			out = n
+			if retry {
+				if err := c.stillRegistered(tx); err != nil {
+					return err
+				}
+			}
 			held, err := tx.Locks(ino, store.LockPosix)
 			if err != nil {
 				return err

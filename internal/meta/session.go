@@ -136,16 +136,59 @@ func (c *Client) CleanStaleSessions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, sid := range stale {
-		err := c.cleanSession(ctx, sid)
-		if errors.Is(err, errCannotRestore) {
-			c.log.Debug("stale session left for a client with the object store", "sid", sid)
-			continue
-		}
+	return c.cleanSessions(ctx, stale, "stale")
+}
+
+// cleanDeadLocalSessions cleans up, at once, after the sessions whose
+// process ran on this host, boot and pid namespace and is gone (see
+// hostproc.go), whatever their last heartbeat: a mount killed with
+// SIGKILL, or crashed, and mounted again. NewClient runs it right after
+// registering its own session, before the caller serves anything.
+// Sessions of other hosts, and those it cannot tell about, are left to
+// expire by heartbeat (CleanStaleSessions).
+func (c *Client) cleanDeadLocalSessions(ctx context.Context) error {
+	self, ok := thisProcess()
+	if !ok || c.conf.ReadOnly {
+		return nil
+	}
+	var dead []uint64
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		ss, err := tx.Sessions()
 		if err != nil {
 			return err
 		}
-		c.log.Info("cleaned up stale session", "sid", sid)
+		dead = dead[:0]
+		for _, s := range ss {
+			var rec sessionRecord
+			if s.Sid == c.sid || json.Unmarshal(s.Info, &rec) != nil {
+				continue
+			}
+			if self.gone(c.conf.SessionInfo.Host, rec.SessionInfo) {
+				dead = append(dead, s.Sid)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.cleanSessions(ctx, dead, "dead on this host")
+}
+
+// cleanSessions cleans up after each of sids (cleanSession); why says
+// for the log what they are. A session this client cannot restore the
+// unsynced blocks of is left for one that can.
+func (c *Client) cleanSessions(ctx context.Context, sids []uint64, why string) error {
+	for _, sid := range sids {
+		err := c.cleanSession(ctx, sid)
+		if errors.Is(err, errCannotRestore) {
+			c.log.Debug("session left for a client with the object store", "sid", sid, "session", why)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("clean up session %d (%s): %w", sid, why, err)
+		}
+		c.log.Info("cleaned up session", "sid", sid, "session", why)
 	}
 	return nil
 }

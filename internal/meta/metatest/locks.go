@@ -2,11 +2,18 @@ package metatest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
 // testLocks checks flock and POSIX record locks between two clients
@@ -137,6 +144,172 @@ func testStaleSession(t *testing.T, ns newStoreFunc) {
 	}
 	if len(sessions) != 1 {
 		t.Errorf("%d sessions after cleanup, want only the live one", len(sessions))
+	}
+}
+
+// testDeadProcessSession checks that a new client cleans up at once,
+// before NewClient returns, after a session of this host whose process is
+// gone, whatever its heartbeat, and leaves every other session alone. The
+// dead mount is faked as a session of this process's pid with another
+// start time: the pid of an exited process, taken again (here by this
+// test). Sessions of another host, of another boot, and records written
+// before sessions named their process, keep their locks.
+func testDeadProcessSession(t *testing.T, ns newStoreFunc) {
+	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
+		t.Skipf("no boot id to tell this host's sessions by: %v", err)
+	}
+	st := openStore(t, ns)
+	format(t, st, testFormat())
+	exited := meta.SessionInfo{PID: os.Getpid(), ProcStart: 1} // started one tick after boot: not this test
+	otherHost := exited
+	otherHost.Host = "elsewhere"
+	otherBoot := exited
+	otherBoot.BootID, otherBoot.PIDNamespace = "00000000-0000-0000-0000-000000000000", "pid:[1]"
+	// Each new client cleans up after the dead sessions registered
+	// before it: the dead one comes last.
+	live := newClient(t, st, meta.Config{})
+	others := map[string]*meta.Client{
+		"a live one":   live,
+		"another host": newClient(t, st, meta.Config{SessionInfo: otherHost}),
+		"another boot": newClient(t, st, meta.Config{SessionInfo: otherBoot}),
+	}
+	others["an old record"] = newClient(t, st, meta.Config{SessionInfo: exited})
+	stripIdentity(t, st, others["an old record"].Sid())
+	dead := newClient(t, st, meta.Config{SessionInfo: exited})
+
+	f := mkfile(t, dead, meta.RootIno, "f")
+	g := mkfile(t, dead, meta.RootIno, "g")
+	wantErr(t, "flock", lockErr(dead.Flock(root, f.Ino, 1, meta.LockWrite, false)), 0)
+	wantErr(t, "posix lock", lockErr(dead.SetLk(root, f.Ino, 1, meta.PosixLock{Start: 0, End: 10, Type: meta.LockWrite}, false)), 0)
+	if _, err := dead.Open(root, g.Ino, syscall.O_RDONLY); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "unlink open file", dead.Unlink(root, meta.RootIno, []byte("g")), 0)
+	held := map[string]meta.Ino{}
+	for name, c := range others {
+		h := mkfile(t, c, meta.RootIno, "h-"+strings.ReplaceAll(name, " ", "-"))
+		wantErr(t, name+" posix lock", lockErr(c.SetLk(root, h.Ino, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: meta.LockWrite}, false)), 0)
+		held[name] = h.Ino
+	}
+	wantErr(t, "live flock blocked", lockErr(live.Flock(root, f.Ino, 1, meta.LockWrite, false)), syscall.EAGAIN)
+
+	fresh := newClient(t, st, meta.Config{})
+	wantErr(t, "flock of the new client", lockErr(fresh.Flock(root, f.Ino, 1, meta.LockWrite, false)), 0)
+	wantErr(t, "posix lock of the new client", lockErr(fresh.SetLk(root, f.Ino, 1, meta.PosixLock{Start: 0, End: 10, Type: meta.LockWrite}, false)), 0)
+	d, err := meta.SessionDetails(root, st, dead.Sid(), meta.DetailOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.SustainedCount != 0 || d.LockCount != 0 {
+		t.Errorf("the dead session still holds %d files and %d locks", d.SustainedCount, d.LockCount)
+	}
+	// The unlinked file is an orphan the live sessions have to answer for.
+	collectOrphans(t, append([]*meta.Client{fresh}, slices.Collect(maps.Values(others))...)...)
+	_, err = fresh.GetAttr(root, g.Ino)
+	wantErr(t, "unlinked open file of the dead session", err, syscall.ENOENT)
+	for name, ino := range held {
+		wantErr(t, "lock held by "+name, lockErr(fresh.SetLk(root, ino, 1, meta.PosixLock{Start: 0, End: 0, Type: meta.LockRead}, false)), syscall.EAGAIN)
+	}
+	sessions, err := meta.Sessions(root, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[uint64]bool{}
+	for _, s := range sessions {
+		left[s.Sid] = true
+	}
+	if left[dead.Sid()] || len(left) != len(others)+1 {
+		t.Errorf("sessions left: %v; want all but the dead one (%d) of %d", left, dead.Sid(), len(others)+2)
+	}
+}
+
+// testCleanedLockWaiter checks that a blocking lock wait whose session is
+// cleaned up meanwhile (the metadata server runs the waits of mounts, and
+// goes on with one of a mount that died) fails with ENOLCK when the lock
+// comes free, rather than take a lock that no session record leads to
+// and nobody would ever release.
+func testCleanedLockWaiter(t *testing.T, ns newStoreFunc) {
+	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
+		t.Skipf("no boot id to tell this host's sessions by: %v", err)
+	}
+	st := openStore(t, ns)
+	format(t, st, testFormat())
+	holder := newClient(t, st, meta.Config{})
+	f := mkfile(t, holder, meta.RootIno, "f")
+	for _, kind := range []string{"flock", "posix"} {
+		t.Run(kind, func(t *testing.T) {
+			lock := func(c *meta.Client, typ uint32, block bool) error {
+				if kind == "flock" {
+					return lockErr(c.Flock(root, f.Ino, 1, typ, block))
+				}
+				return lockErr(c.SetLk(root, f.Ino, 1, meta.PosixLock{Start: 0, End: meta.LockEnd, Type: typ}, block))
+			}
+			wantErr(t, "holder locks", lock(holder, meta.LockWrite, false), 0)
+			// Registered as a process that is gone: the next client
+			// cleans it up.
+			waiter := newClient(t, st, meta.Config{SessionInfo: meta.SessionInfo{PID: os.Getpid(), ProcStart: 1}})
+			done := make(chan error, 1)
+			go func() { done <- lock(waiter, meta.LockWrite, true) }()
+			time.Sleep(50 * time.Millisecond) // let it wait
+			select {
+			case err := <-done:
+				t.Fatalf("the waiter did not wait: %v", err)
+			default:
+			}
+			fresh := newClient(t, st, meta.Config{})
+			wantErr(t, "holder unlocks", lock(holder, meta.LockUnlock, false), 0)
+			select {
+			case err := <-done:
+				wantErr(t, "wait of the cleaned session", err, syscall.ENOLCK)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiter still waits 10 s after the lock came free")
+			}
+			d, err := meta.SessionDetails(root, st, waiter.Sid(), meta.DetailOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.LockCount != 0 {
+				t.Errorf("the cleaned session holds %d locks", d.LockCount)
+			}
+			wantErr(t, "new client locks", lock(fresh, meta.LockWrite, false), 0)
+			wantErr(t, "new client unlocks", lock(fresh, meta.LockUnlock, false), 0)
+		})
+	}
+}
+
+// stripIdentity rewrites the record of session sid as a client that did
+// not record its process wrote it.
+func stripIdentity(t *testing.T, st store.Store, sid uint64) {
+	t.Helper()
+	err := st.Update(root, func(tx store.Tx) error {
+		ss, err := tx.Sessions()
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			if s.Sid != sid {
+				continue
+			}
+			var rec map[string]any
+			if err := json.Unmarshal(s.Info, &rec); err != nil {
+				return err
+			}
+			for _, k := range []string{"BootID", "PIDNamespace", "ProcStart"} {
+				if _, ok := rec[k]; !ok {
+					return fmt.Errorf("session %d records no %s: %s", sid, k, s.Info)
+				}
+				delete(rec, k)
+			}
+			if s.Info, err = json.Marshal(rec); err != nil {
+				return err
+			}
+			tx.SetSession(s)
+			return nil
+		}
+		return fmt.Errorf("no session %d", sid)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

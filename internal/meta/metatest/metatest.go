@@ -83,6 +83,8 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"ACL", testACL},
 		{"ACLDisabled", testACLDisabled},
 		{"StaleSession", testStaleSession},
+		{"DeadProcessSession", testDeadProcessSession},
+		{"CleanedLockWaiter", testCleanedLockWaiter},
 		{"Check", testCheck},
 		{"Trash", testTrash},
 		{"TrashProtected", testTrashProtected},
