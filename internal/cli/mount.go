@@ -196,7 +196,7 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	fl.StringVar(&o.logFile, "log", defaultLogFile(), "log file of a background mount")
 	o.logRotation.addFlags(fl)
 	fl.StringVar(&o.atimeMode, "atime-mode", meta.AtimeNone, "when reads update access times: noatime (never), relatime (as Linux's relatime), strictatime (every open file's first read, every listing)")
-	fl.Var(secondsValue{&o.metaTimeout}, "meta-timeout", "longest a metadata operation may wait for the metadata engine, retries included, before it fails with EIO (seconds or a duration; 0: wait for ever)")
+	fl.Var(secondsValue{&o.metaTimeout}, "meta-timeout", "longest a metadata operation may wait for the metadata engine, retries included, before it fails with EIO; once one has, the next fail at once until the engine answers again (seconds or a duration; 0: wait for ever)")
 	fl.Var(secondsValue{&o.heartbeat}, "heartbeat", "interval of session heartbeats; a mount silent for the session timeout is cleaned up by the others (use one value on all mounts)")
 	fl.Var(secondsValue{&o.sessionTimeout}, "session-timeout", "how long another mount may go without a heartbeat before this one cleans up its session, releasing its locks and deleting the files it kept open after unlink (seconds or a duration, at least 3 heartbeats). Shorter frees the locks of a crashed host sooner; but a live mount cut off from the engine, or paused (a VM, SIGSTOP), for longer loses its locks and open deleted files to the others while its programs go on. Use one value on all mounts. A killed mount is cleaned up at once by the next mount on its host, whatever this is. 0: 25 heartbeats, 5 minutes with the default heartbeat")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")

@@ -57,6 +57,20 @@ func TestOutageEveryOperation(t *testing.T) {
 	}
 }
 
+// earliest is how soon an operation may fail during an outage of engine
+// in mode: half the bound (sooner, a short outage would not be ridden
+// out), but on a stalled Redis its client library's read timeout, 3 s:
+// go-redis ends a command then whatever its deadline, and a command
+// without its own read timeout would not see a cancellation either (the
+// mount could not be stopped while it waits); a commit that timed out is
+// not run again, as it may have been applied. docs/engines.md says so.
+func earliest(engine, mode string) time.Duration {
+	if engine == "redis" && mode == "stalled" {
+		return min(outageBound/2, 2*time.Second)
+	}
+	return outageBound / 2
+}
+
 // outageOp is an operation of the walk: run makes it on the mount while
 // the engine is down; mayPass marks one the mount may answer itself, as
 // it would with the engine up: with success, or with the errno upErr.
@@ -78,6 +92,7 @@ func answers(name string, upErr syscall.Errno, run func() error) outageOp {
 }
 
 func walkOutage(t *testing.T, engine, mode string) {
+	t.Helper()
 	v, proxy := proxiedVolume(t, engine)
 	v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0", "--negative-entry-cache", "0",
 		"--open-cache", "0", "--meta-timeout", fmt.Sprint(outageBound.Seconds()))
@@ -217,7 +232,7 @@ func walkOutage(t *testing.T, engine, mode string) {
 			t.Errorf("%s with the engine %s: %v, want EIO", op.name, mode, r.err)
 		case r.took > outageBound+outageSlack:
 			t.Errorf("%s with the engine %s failed after %v, want within --meta-timeout %v and a few seconds", op.name, mode, r.took, outageBound)
-		case r.took < outageBound/2:
+		case r.took < earliest(engine, mode):
 			t.Errorf("%s with the engine %s failed after %v, before --meta-timeout %v: an outage shorter than the bound would fail it", op.name, mode, r.took, outageBound)
 		}
 		took = append(took, r.took)
