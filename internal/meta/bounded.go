@@ -20,25 +20,34 @@ const DefaultOpTimeout = 30 * time.Second
 // use it so that an engine that stops answering fails them instead of
 // hanging them.
 func Bound(st store.Store, d time.Duration) store.Store {
-	return bound(st, d, nil)
-}
-
-// bound is Bound with the logger told of outages (see outage).
-func bound(st store.Store, d time.Duration, log *slog.Logger) store.Store {
 	if b, ok := st.(bounded); ok {
 		st = b.Store
 	}
 	if d <= 0 {
 		return st
 	}
-	raw := st
+	return bounded{Store: st, d: d}
+}
+
+// bound is Bound with outages watched (see outage), as a Client's store
+// is, and log told of them. A command working on a volume without a
+// client makes its transactions one after the other: each waits its own
+// bound.
+func bound(st store.Store, d time.Duration, log *slog.Logger) store.Store {
+	st = Bound(st, d)
+	b, ok := st.(bounded)
+	if !ok {
+		return st
+	}
+	raw := b.Store
 	o := &outage{name: st.Name(), bound: d, log: log, probe: func(ctx context.Context) error {
 		return raw.View(ctx, func(tx store.Tx) error {
 			_, err := tx.Setting()
 			return err
 		})
 	}}
-	return bounded{st, d, o}
+	b.o = o
+	return b
 }
 
 // bounded is a store whose transactions each end within d, retries
@@ -54,7 +63,7 @@ func bound(st store.Store, d time.Duration, log *slog.Logger) store.Store {
 type bounded struct {
 	store.Store
 	d time.Duration
-	o *outage
+	o *outage // nil: outages are not watched (Bound)
 }
 
 func (b bounded) Update(ctx context.Context, fn func(store.Tx) error) error {

@@ -57,8 +57,11 @@ const probeEvery = 250 * time.Millisecond
 var ErrEngineDown = errors.New("metadata engine not answering")
 
 // check returns an error wrapping ErrEngineDown while an outage lasts,
-// nil otherwise.
+// nil otherwise (and for a nil outage, one not watched).
 func (o *outage) check() error {
+	if o == nil {
+		return nil
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.down {
@@ -70,6 +73,9 @@ func (o *outage) check() error {
 // failed starts an outage after a transaction failed by err: the bound
 // passed, or the engine could not be reached.
 func (o *outage) failed(err error) {
+	if o == nil {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.down {

@@ -38,6 +38,9 @@ type Options struct {
 	// (default 2000). Engines behind a network round trip per check use
 	// fewer to keep the suite's time reasonable.
 	ModelOps int
+	// NoContendDir, when set, says why the engine does not run
+	// ContendDir: the case is skipped with it.
+	NoContendDir string
 }
 
 // RunOptions is Run with options.
@@ -98,7 +101,12 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"ClockRelatime", testClockRelatime},
 		{"ClockSession", testClockSession},
 		{"ContendFile", testContendFile},
-		{"ContendDir", testContendDir},
+		{"ContendDir", func(t *testing.T, ns newStoreFunc) {
+			if opts.NoContendDir != "" {
+				t.Skip(opts.NoContendDir)
+			}
+			testContendDir(t, ns)
+		}},
 		{"Model", func(t *testing.T, ns newStoreFunc) { testModelOps(t, ns, opts.ModelOps) }},
 	}
 	for _, c := range cases {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"syscall"
 	"time"
 )
 
@@ -79,8 +80,13 @@ var ErrNotApplied = errors.New("transaction not applied")
 // (a broken connection at BEGIN or at a read), so that the caller may run
 // it again after a failure of the connection: only a failure of the
 // commit itself leaves unknown whether it was applied.
+//
+// An errno is the core's answer (EAGAIN for a lock held elsewhere, ENOENT),
+// which callers compare directly, not a failure of the connection: it is
+// returned as it is.
 func NotApplied(err error) error {
-	if err == nil || errors.Is(err, ErrNotApplied) {
+	var errno syscall.Errno
+	if err == nil || errors.Is(err, ErrNotApplied) || errors.As(err, &errno) || errors.Is(err, ErrConflict) {
 		return err
 	}
 	return notApplied{err}
