@@ -115,17 +115,14 @@ func (o *outage) probeUntilBack() {
 
 // unreachable reports whether err says the engine could not be reached
 // at all, so that the request was never sent: a connection refused, no
-// route to the host, a dial that timed out, or a driver's failure it
-// declares safe to retry (pgx's SafeToRetry: a connection found closed
-// before it was used). Such a transaction is safe to run again whatever
-// it writes.
+// route to the host, a dial that timed out. Such a transaction is safe to
+// run again whatever it writes. (A driver's own word that a request was
+// not sent is the engine's to translate: PostgreSQL's classify makes
+// pgx's SafeToRetry errors driver.ErrBadConn, which a transaction marked
+// store.NotApplied runs again on.)
 func unreachable(err error) bool {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	var safe interface{ SafeToRetry() bool }
-	if errors.As(err, &safe) && safe.SafeToRetry() {
 		return true
 	}
 	for _, e := range []error{syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH} {

@@ -15,13 +15,6 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-// safeToRetry is a driver's error that declares the request was not
-// sent, as pgx's are.
-type safeToRetry struct{}
-
-func (safeToRetry) Error() string     { return "conn closed" }
-func (safeToRetry) SafeToRetry() bool { return true }
-
 // TestFailureKinds: what an engine's failure says of its reach decides
 // whether a transaction runs again and whether an outage starts; an
 // answer of the core (an errno such as EAGAIN, whose Timeout method says
@@ -37,7 +30,6 @@ func TestFailureKinds(t *testing.T) {
 	}{
 		{"connection refused", fmt.Errorf("begin: %w", refused), true, true, false},
 		{"dial timeout", &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, true, true, true},
-		{"safe to retry", fmt.Errorf("query: %w", safeToRetry{}), true, true, false},
 		{"connection reset", reset, false, true, false},
 		{"EOF", fmt.Errorf("reply: %w", io.EOF), false, true, false},
 		{"bad connection", driver.ErrBadConn, false, true, false},

@@ -20,6 +20,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -130,6 +131,12 @@ func parseURL(rawURL string) (conf *pgx.ConnConfig, prefix, name string, err err
 
 // classify marks lost races as conflicts and explains what a user can fix.
 func classify(err error) error {
+	if pgconn.SafeToRetry(err) {
+		// The request was never sent (pgx found its connection closed
+		// before using it): a bad connection in database/sql's terms,
+		// which the core runs again within --meta-timeout.
+		return fmt.Errorf("%w: %w", driver.ErrBadConn, err)
+	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return err
