@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 // self returns this process's identity, skipping where /proc cannot
@@ -16,7 +18,7 @@ func self(t *testing.T) procIdentity {
 	t.Helper()
 	id, ok := thisProcess()
 	if !ok {
-		t.Skip("/proc does not tell this process's identity (not Linux?)")
+		testserver.Missing(t, "/proc does not tell this process's identity", "run on Linux with /proc of the process's own pid namespace")
 	}
 	return id
 }
@@ -55,7 +57,7 @@ func exitedChild(t *testing.T) (pid int, reap func()) {
 	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", "exit 0")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start /bin/sh: %v", err)
+		t.Fatalf("start /bin/sh: %v", err)
 	}
 	pid = cmd.Process.Pid
 	reaped := false
@@ -158,7 +160,7 @@ func TestProcStat(t *testing.T) {
 	}
 	cmd := exec.Command(prog, "10")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start sleep: %v", err)
+		t.Fatalf("start sleep: %v", err)
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Kill()

@@ -14,7 +14,17 @@ import (
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/testserver"
 )
+
+// needBootID skips t (fails it under CI=true) where the kernel has no
+// boot id, by which a client tells the sessions of its own host and boot.
+func needBootID(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
+		testserver.Missing(t, fmt.Sprintf("no boot id to tell this host's sessions by: %v", err), "run on Linux")
+	}
+}
 
 // testLocks checks flock and POSIX record locks between two clients
 // (two mounts) of one volume.
@@ -155,9 +165,7 @@ func testStaleSession(t *testing.T, ns newStoreFunc) {
 // test). Sessions of another host, of another boot, and records written
 // before sessions named their process, keep their locks.
 func testDeadProcessSession(t *testing.T, ns newStoreFunc) {
-	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
-		t.Skipf("no boot id to tell this host's sessions by: %v", err)
-	}
+	needBootID(t)
 	st := openStore(t, ns)
 	format(t, st, testFormat())
 	exited := meta.SessionInfo{PID: os.Getpid(), ProcStart: 1} // started one tick after boot: not this test
@@ -229,9 +237,7 @@ func testDeadProcessSession(t *testing.T, ns newStoreFunc) {
 // comes free, rather than take a lock that no session record leads to
 // and nobody would ever release.
 func testCleanedLockWaiter(t *testing.T, ns newStoreFunc) {
-	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
-		t.Skipf("no boot id to tell this host's sessions by: %v", err)
-	}
+	needBootID(t)
 	st := openStore(t, ns)
 	format(t, st, testFormat())
 	holder := newClient(t, st, meta.Config{})
