@@ -118,25 +118,34 @@ func (c *Client) CleanStaleSessions(ctx context.Context) error {
 	if c.conf.ReadOnly {
 		return nil
 	}
-	var stale []uint64
-	err := c.st.View(ctx, func(tx store.Tx) error {
-		ss, err := tx.Sessions()
-		if err != nil {
-			return err
-		}
-		stale = stale[:0]
-		now := c.conf.Now()
-		for _, s := range ss {
-			if s.Sid != c.sid && !SessionLive(time.Unix(s.Heartbeat, 0), now, c.conf.SessionTimeout) {
-				stale = append(stale, s.Sid)
-			}
-		}
-		return nil
+	now := c.conf.Now()
+	stale, err := c.otherSessions(ctx, func(s store.Session) bool {
+		return !SessionLive(time.Unix(s.Heartbeat, 0), now, c.conf.SessionTimeout)
 	})
 	if err != nil {
 		return err
 	}
 	return c.cleanSessions(ctx, stale, "stale")
+}
+
+// otherSessions returns the ids of the sessions other than this client's
+// for which match is true.
+func (c *Client) otherSessions(ctx context.Context, match func(store.Session) bool) ([]uint64, error) {
+	var sids []uint64
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		ss, err := tx.Sessions()
+		if err != nil {
+			return err
+		}
+		sids = sids[:0]
+		for _, s := range ss {
+			if s.Sid != c.sid && match(s) {
+				sids = append(sids, s.Sid)
+			}
+		}
+		return nil
+	})
+	return sids, err
 }
 
 // cleanDeadLocalSessions cleans up, at once, after the sessions whose
@@ -151,23 +160,9 @@ func (c *Client) cleanDeadLocalSessions(ctx context.Context) error {
 	if !ok || c.conf.ReadOnly {
 		return nil
 	}
-	var dead []uint64
-	err := c.st.View(ctx, func(tx store.Tx) error {
-		ss, err := tx.Sessions()
-		if err != nil {
-			return err
-		}
-		dead = dead[:0]
-		for _, s := range ss {
-			var rec sessionRecord
-			if s.Sid == c.sid || json.Unmarshal(s.Info, &rec) != nil {
-				continue
-			}
-			if self.gone(c.conf.SessionInfo.Host, rec.SessionInfo) {
-				dead = append(dead, s.Sid)
-			}
-		}
-		return nil
+	dead, err := c.otherSessions(ctx, func(s store.Session) bool {
+		var rec sessionRecord
+		return json.Unmarshal(s.Info, &rec) == nil && self.gone(c.conf.SessionInfo.Host, rec.SessionInfo)
 	})
 	if err != nil {
 		return err
