@@ -51,10 +51,10 @@ func startRedis(t *testing.T) (*exec.Cmd, string) {
 	return cmd, "redis://" + addr + "/0"
 }
 
-// TestEngineOutage stops the metadata engine under a mount: operations
-// fail with EIO within a bounded time instead of hanging, nothing is half
-// applied, and the mount works again once the engine is back.
-func TestEngineOutage(t *testing.T) {
+// redisVolume formats a volume on a private Redis server (startRedis),
+// so that the test may stop or kill it, and returns both.
+func redisVolume(t *testing.T) (*exec.Cmd, *volume) {
+	t.Helper()
 	requireFUSE(t)
 	server, url := startRedis(t)
 	dir := t.TempDir()
@@ -65,6 +65,14 @@ func TestEngineOutage(t *testing.T) {
 		log: filepath.Join(dir, "mount.log")}
 	os.Mkdir(v.mnt, 0o755)
 	mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
+	return server, v
+}
+
+// TestEngineOutage stops the metadata engine under a mount: operations
+// fail with EIO within a bounded time instead of hanging, nothing is half
+// applied, and the mount works again once the engine is back.
+func TestEngineOutage(t *testing.T) {
+	server, v := redisVolume(t)
 	v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0")
 	write(t, v.path("before"), []byte("kept"))
 
@@ -92,16 +100,7 @@ func TestEngineOutage(t *testing.T) {
 // with fsync each fail with EIO, the errno of a local file system whose
 // disk fails, never the network's ECONNREFUSED or ECONNRESET.
 func TestEngineGone(t *testing.T) {
-	requireFUSE(t)
-	server, url := startRedis(t)
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		os.Chmod(d, 0o755)
-	}
-	v := &volume{dir: dir, metaURL: url, bucket: filepath.Join(dir, "bucket"), mnt: filepath.Join(dir, "mnt"),
-		log: filepath.Join(dir, "mount.log")}
-	os.Mkdir(v.mnt, 0o755)
-	mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket)
+	server, v := redisVolume(t)
 	v.mount(t, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0", "--meta-timeout", "5")
 	write(t, v.path("before"), []byte("kept"))
 	f, err := os.OpenFile(v.path("before"), os.O_WRONLY|os.O_APPEND, 0)

@@ -101,7 +101,13 @@ func (b bounded) guard(ctx context.Context, call func(context.Context) error, ag
 		if wait <= 0 {
 			break
 		}
-		time.Sleep(wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done(): // the caller gave up: a cancelled request
+			t.Stop()
+			return err
+		}
 	}
 	expired := bctx.Err() != nil
 	if expired || unreachable(err) || timedOut(err) {
