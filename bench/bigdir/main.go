@@ -39,7 +39,7 @@ func run(metaURL, dir string, n, workers int) error {
 		return err
 	}
 	defer st.Close()
-	c, err := meta.NewClient(ctx, st, meta.Config{})
+	c, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ type Config struct {
 	Interval time.Duration
 	// Client takes the lease and reports the volume's usage. Required;
 	// a read-only client never backs up.
-	Client *meta.Client
+	Client *meta.Session
 	// Store is the metadata engine dumped. Required.
 	Store store.Store
 	// Objects is where backups are written: the volume's

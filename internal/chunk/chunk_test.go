@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/mem"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/object"
@@ -26,7 +27,7 @@ const testBlockSize = 64 << 10
 // and a chunk store over obj.
 type env struct {
 	ctx context.Context
-	c   *meta.Client
+	c   metatest.Committer
 	obj object.Store
 	s   *Store
 }
@@ -42,9 +43,9 @@ func newEnv(t *testing.T, obj object.Store, conf Config) *env {
 		BlockSize: testBlockSize >> 10, HashPrefix: conf.HashPrefix}); err != nil {
 		t.Fatalf("FormatVolume: %v", err)
 	}
-	c, err := meta.NewClient(ctx, st, meta.Config{})
+	c, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
-		t.Fatalf("NewClient: %v", err)
+		t.Fatalf("NewSession: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := c.Close(context.Background()); err != nil {
@@ -57,7 +58,7 @@ func newEnv(t *testing.T, obj object.Store, conf Config) *env {
 	if conf.BlockSize == 0 {
 		conf.BlockSize = testBlockSize
 	}
-	return &env{ctx: ctx, c: c, obj: obj, s: New(obj, conf)}
+	return &env{ctx: ctx, c: metatest.Committer{Session: c}, obj: obj, s: New(obj, conf)}
 }
 
 // newFile creates an empty regular file named name in the root directory.

@@ -8,13 +8,13 @@ import (
 	"github.com/sluicefs/sluice/internal/meta"
 )
 
-// SliceSource lists the committed slices of a chunk; *meta.Client
+// SliceSource lists the committed slices of a chunk; *meta.Session
 // implements it.
 type SliceSource interface {
 	ReadChunk(ctx context.Context, ino meta.Ino, idx uint32) ([]meta.Slice, error)
 }
 
-var _ SliceSource = (*meta.Client)(nil)
+var _ SliceSource = (*meta.Session)(nil)
 
 // ReadFile fills p with the committed content of file ino at offset off.
 // The caller limits p to the file's length; holes read as zeros. The

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 )
 
 func TestVisible(t *testing.T) {
@@ -113,7 +114,7 @@ func TestReadSliceOffset(t *testing.T) {
 	}
 	var m fileModel
 	for _, s := range commits {
-		if _, err := e.c.Write(e.ctx, dst, 0, s); err != nil {
+		if _, err := metatest.Write(e.ctx, e.c, dst, 0, s); err != nil {
 			t.Fatalf("commit %+v: %v", s, err)
 		}
 		if s.Id == 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/mem"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/meta/store/storetest"
@@ -50,11 +51,11 @@ func newSyncVolume(t *testing.T) *syncVolume {
 }
 
 // open returns a client and a chunk store wired as a mount wires them.
-func (v *syncVolume) open(t *testing.T, conf meta.Config) (*meta.Client, *Store) {
+func (v *syncVolume) open(t *testing.T, conf meta.Config) (*meta.Session, *Store) {
 	t.Helper()
 	s := New(v.obj, Config{BlockSize: testBlockSize, CachePartialOnly: true})
 	conf.RestoreSlice = s.RestoreSlice
-	c, err := meta.NewClient(context.Background(), v.st, conf)
+	c, err := meta.NewSession(context.Background(), v.st, conf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestDeferredSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := s.NewWriter(a.Ino, c)
+	w := s.NewWriter(a.Ino, metatest.Committer{Session: c})
 	data := bytes.Repeat([]byte("0123456789"), testBlockSize/5+3) // two full blocks and a short one
 	if err := w.Write(ctx, data, 0); err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestRestoreAfterCrash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := ds.NewWriter(a.Ino, dead)
+		w := ds.NewWriter(a.Ino, metatest.Committer{Session: dead})
 		if err := w.Write(ctx, data, 0); err != nil {
 			t.Fatal(err)
 		}

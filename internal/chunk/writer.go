@@ -12,15 +12,13 @@ import (
 )
 
 // Committer allocates slice ids and records stored slices in metadata;
-// *meta.Client implements it.
+// *meta.Session implements it.
 type Committer interface {
 	NewSliceID(ctx context.Context) (uint64, error)
 	// Commit adds s to chunk idx of ino; unsynced tells that its blocks
 	// were stored without a sync (see meta.Client.WriteSliceAttr).
 	Commit(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice, unsynced bool) (*meta.Attr, error)
 }
-
-var _ Committer = (*meta.Client)(nil)
 
 // FileWriter buffers the writes of one file. Writes land in slices, one
 // run of contiguous bytes per chunk; a slice's full blocks upload as soon

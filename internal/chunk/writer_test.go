@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/object"
 )
 
@@ -289,7 +290,7 @@ func TestTruncateThenExtend(t *testing.T) {
 
 // failCommitter refuses every commit.
 type failCommitter struct {
-	*meta.Client
+	*meta.Session
 	mu      sync.Mutex
 	refused []uint64
 }
@@ -328,7 +329,7 @@ func TestFlushFaults(t *testing.T) {
 			e := newEnv(t, f, Config{})
 			ino := e.newFile(t, "f")
 			var c Committer = e.c
-			fc := &failCommitter{Client: e.c}
+			fc := &failCommitter{Session: e.c.Session}
 			if tt.failCommit {
 				c = fc
 			}
@@ -657,7 +658,7 @@ func TestReadWhileWriting(t *testing.T) {
 // gateCommitter holds every commit until release is closed and reports on
 // entered that a commit has started.
 type gateCommitter struct {
-	*meta.Client
+	metatest.Committer
 	entered chan meta.Slice
 	release chan struct{}
 }
@@ -665,7 +666,7 @@ type gateCommitter struct {
 func (g *gateCommitter) Commit(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice, unsynced bool) (*meta.Attr, error) {
 	g.entered <- s
 	<-g.release
-	return g.Client.Commit(ctx, ino, idx, s, unsynced)
+	return g.Committer.Commit(ctx, ino, idx, s, unsynced)
 }
 
 // hookSource calls after once, when the first ReadChunk has listed the
@@ -689,7 +690,7 @@ func (h hookSource) ReadChunk(ctx context.Context, ino meta.Ino, idx uint32) ([]
 func TestReadDuringCommit(t *testing.T) {
 	e := newEnv(t, nil, Config{})
 	ino := e.newFile(t, "f")
-	g := &gateCommitter{Client: e.c, entered: make(chan meta.Slice, 10), release: make(chan struct{})}
+	g := &gateCommitter{Committer: e.c, entered: make(chan meta.Slice, 10), release: make(chan struct{})}
 	w := e.s.NewWriter(ino, g)
 	var m fileModel
 	// Ending the chunk makes the slice commit in the background.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/volume/volumetest"
 )
@@ -26,7 +27,7 @@ func TestStatusMore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := meta.NewClient(ctx, st, meta.Config{})
+	c, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestStatusMore(t *testing.T) {
 			if s.Id, err = c.NewSliceID(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.Write(ctx, a.Ino, 0, s); err != nil {
+			if _, err := metatest.Write(ctx, c, a.Ino, 0, s); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -104,7 +105,7 @@ func TestStatusSessions(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	now := time.Now()
-	c, err := meta.NewClient(ctx, st, meta.Config{Now: func() time.Time { return now }})
+	c, err := meta.NewSession(ctx, st, meta.Config{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

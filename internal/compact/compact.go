@@ -93,13 +93,13 @@ func (s *Stats) Add(o Stats) {
 
 // Compactor rewrites chunks of one volume.
 type Compactor struct {
-	m    *meta.Client
+	m    *meta.Session
 	data *chunk.Store
 	conf Config
 }
 
 // New returns a Compactor working through m and data.
-func New(m *meta.Client, data *chunk.Store, conf Config) *Compactor {
+func New(m *meta.Session, data *chunk.Store, conf Config) *Compactor {
 	conf.Defaults()
 	return &Compactor{m: m, data: data, conf: conf}
 }

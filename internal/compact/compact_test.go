@@ -14,6 +14,7 @@ import (
 	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/mem"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 	"github.com/sluicefs/sluice/internal/object"
@@ -27,7 +28,7 @@ const blockSize = 64 << 10
 type volume struct {
 	ctx context.Context
 	st  store.Store
-	m   *meta.Client
+	m   *meta.Session
 	obj object.Store
 	cs  *chunk.Store
 }
@@ -45,7 +46,7 @@ func newVolume(t *testing.T) *volume {
 		t.Fatalf("object store: %v", err)
 	}
 	cs := chunk.New(obj, chunk.Config{BlockSize: blockSize})
-	m, err := meta.NewClient(ctx, st, meta.Config{DeleteSlice: cs.Delete})
+	m, err := meta.NewSession(ctx, st, meta.Config{DeleteSlice: cs.Delete})
 	if err != nil {
 		t.Fatalf("meta client: %v", err)
 	}
@@ -68,7 +69,7 @@ func (v *volume) fragmented(t *testing.T, dir meta.Ino, name string, size, n int
 	}
 	want := make([]byte, size)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	w := v.cs.NewWriter(a.Ino, v.m)
+	w := v.cs.NewWriter(a.Ino, metatest.Committer{Session: v.m})
 	for i := 0; i < n; i++ {
 		off := rng.IntN(size - 1)
 		p := make([]byte, 1+rng.IntN(min(size-off, 3*blockSize)))
@@ -454,7 +455,7 @@ func TestOverwriteWaste(t *testing.T) {
 	for i := range want {
 		want[i] = byte(rng.Uint32())
 	}
-	w := v.cs.NewWriter(a.Ino, v.m)
+	w := v.cs.NewWriter(a.Ino, metatest.Committer{Session: v.m})
 	if err := w.Write(v.ctx, want, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 
 // loadGolden loads testdata/name into a fresh store and opens a client on
 // it.
-func loadGolden(t *testing.T, name string) (store.Store, *meta.Client, *dump.Report) {
+func loadGolden(t *testing.T, name string) (store.Store, *meta.Session, *dump.Report) {
 	t.Helper()
 	b, err := os.ReadFile("testdata/" + name)
 	if err != nil {
@@ -29,7 +29,7 @@ func loadGolden(t *testing.T, name string) (store.Store, *meta.Client, *dump.Rep
 	if err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}
-	c, err := meta.NewClient(context.Background(), st, meta.Config{})
+	c, err := meta.NewSession(context.Background(), st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func loadGolden(t *testing.T, name string) (store.Store, *meta.Client, *dump.Rep
 	return st, c, rep
 }
 
-func lookup(t *testing.T, c *meta.Client, parent meta.Ino, name string) *meta.Attr {
+func lookup(t *testing.T, c *meta.Session, parent meta.Ino, name string) *meta.Attr {
 	t.Helper()
 	a, err := c.Lookup(context.Background(), parent, []byte(name))
 	if err != nil {

@@ -53,7 +53,7 @@ type Volume interface {
 	Objects() object.Store
 	// Client returns a metadata client; Run needs one only with
 	// Options.Delete, to work through the deletion queues.
-	Client() *meta.Client
+	Client() *meta.Session
 }
 
 // Options tune Run.
@@ -271,7 +271,7 @@ func deleteLeaks(ctx context.Context, obj object.Store, leaks []object.Info, thr
 }
 
 // flushQueues works through the deletion queues with mc.
-func flushQueues(ctx context.Context, mc *meta.Client, st store.Store) error {
+func flushQueues(ctx context.Context, mc *meta.Session, st store.Store) error {
 	// One flush takes a bounded batch of files; repeat while it helps.
 	for left := int64(-1); ; {
 		if err := mc.FlushDeletions(ctx); err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-// Attach returns a client that works for session sid, which another
+// Attach returns a session that works for session sid, which another
 // client registered and owns: the metadata server runs one for each
 // mount that sends it whole operations, while the mount's own client
 // keeps the session alive and does the background work (heartbeats,
@@ -23,7 +23,7 @@ import (
 // and reloads the volume's settings; Close flushes the counts and leaves
 // the session as it is. Deleting data is left queued (conf.DeleteSlice
 // is ignored) for the owner, which has the object store.
-func Attach(ctx context.Context, st store.Store, sid uint64, open map[Ino]int, conf Config) (*Client, error) {
+func Attach(ctx context.Context, st store.Store, sid uint64, open map[Ino]int, conf Config) (*Session, error) {
 	if sid == 0 {
 		return nil, fmt.Errorf("attach: no session")
 	}
@@ -61,11 +61,8 @@ func Attach(ctx context.Context, st store.Store, sid uint64, open map[Ino]int, c
 	bg, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	go c.attachedBackground(bg)
-	return c, nil
+	return &Session{Client: c}, nil
 }
-
-// Sid returns the client's session id (0 for a read-only client).
-func (c *Client) Sid() uint64 { return c.sid }
 
 // attachedBackground is the periodic work of an attached client: usage
 // flushes every second and the volume's settings every heartbeat.
@@ -88,7 +85,7 @@ func (c *Client) attachedBackground(ctx context.Context) {
 		}
 		if time.Since(lastBeat) >= c.conf.Heartbeat {
 			lastBeat = time.Now()
-			if err := c.ReloadFormat(ctx); err != nil && ctx.Err() == nil {
+			if err := c.reloadFormat(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("reload volume settings", "err", err)
 			}
 		}

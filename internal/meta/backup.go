@@ -22,7 +22,8 @@ const counterLastBackup = "lastBackup"
 // is tried again only after the next interval, as a crashed one is. When
 // it wins, it returns the start time it stored (whole seconds), which
 // names the backup.
-func (c *Client) BackupLease(ctx context.Context, interval time.Duration) (time.Time, bool, error) {
+func (s *Session) BackupLease(ctx context.Context, interval time.Duration) (time.Time, bool, error) {
+	c := s.Client
 	if c.conf.ReadOnly {
 		return time.Time{}, false, nil
 	}

@@ -65,7 +65,7 @@ func TestClientLimits(t *testing.T) {
 			if _, err := FormatVolume(ctx, st, &Format{Name: "vol", BlockSize: 4096}); err != nil {
 				t.Fatal(err)
 			}
-			c, err := NewClient(ctx, st, Config{})
+			c, err := NewSession(ctx, st, Config{})
 			if err != nil {
 				t.Fatal(err)
 			}

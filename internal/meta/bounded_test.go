@@ -52,7 +52,7 @@ func TestOpTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	const bound = 200 * time.Millisecond
-	c, err := meta.NewClient(ctx, st, meta.Config{OpTimeout: bound})
+	c, err := meta.NewSession(ctx, st, meta.Config{OpTimeout: bound})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestShortOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	const bound = 500 * time.Millisecond
-	c, err := meta.NewClient(ctx, st, meta.Config{OpTimeout: bound})
+	c, err := meta.NewSession(ctx, st, meta.Config{OpTimeout: bound})
 	if err != nil {
 		t.Fatal(err)
 	}

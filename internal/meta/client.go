@@ -391,9 +391,9 @@ func UpdateFormat(ctx context.Context, st store.Store, old, f *Format) error {
 	})
 }
 
-// NewClient opens the volume in st for one mount and starts its session
+// NewSession opens the volume in st for one mount and starts its session
 // and background work. Close stops them.
-func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error) {
+func NewSession(ctx context.Context, st store.Store, conf Config) (*Session, error) {
 	c, err := newClient(ctx, st, conf)
 	if err != nil {
 		return nil, err
@@ -411,7 +411,7 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	bg, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	go c.background(bg)
-	return c, nil
+	return &Session{Client: c}, nil
 }
 
 // Guard runs call, an exchange with the metadata engine made outside
@@ -420,7 +420,8 @@ func NewClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 // watch of the client's own transactions: its context ends after
 // Config.OpTimeout, and while the engine is known not to answer, Guard
 // fails at once without calling it (see outage).
-func (c *Client) Guard(ctx context.Context, call func(context.Context) error) error {
+func (s *Session) Guard(ctx context.Context, call func(context.Context) error) error {
+	c := s.Client
 	b, ok := c.st.(bounded)
 	if !ok {
 		return call(ctx)
@@ -433,7 +434,8 @@ func (c *Client) Guard(ctx context.Context, call func(context.Context) error) er
 // fails at once while the engine is known not to answer, but does not
 // bound the call, which ends when the lock is granted, the request is
 // interrupted, or its connection fails.
-func (c *Client) GuardWait(ctx context.Context, call func(context.Context) error) error {
+func (s *Session) GuardWait(ctx context.Context, call func(context.Context) error) error {
+	c := s.Client
 	if b, ok := c.st.(bounded); ok {
 		if err := b.o.check(); err != nil {
 			return err
@@ -507,17 +509,15 @@ func newClient(ctx context.Context, st store.Store, conf Config) (*Client, error
 	return c, nil
 }
 
-// Format returns the volume settings as the client last reloaded them (on
+// current returns the volume settings as the client last reloaded them (on
 // every heartbeat); callers must not change them.
-func (c *Client) Format() *Format { return c.settings.Load() }
-
-// Store returns the engine the client works on.
-func (c *Client) Store() store.Store { return c.st }
+func (c *Client) current() *Format { return c.settings.Load() }
 
 // Close flushes usage counters, ends the session and stops background work.
 // Files this session kept open after unlink are deleted (unless another
 // session may hold them) and its locks released.
-func (c *Client) Close(ctx context.Context) error {
+func (s *Session) Close(ctx context.Context) error {
+	c := s.Client
 	c.cancel()
 	select {
 	case <-c.done:
@@ -735,11 +735,11 @@ func (c *Client) background(ctx context.Context) {
 			if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("session heartbeat", "sid", c.sid, "err", err)
 			}
-			if err := c.CleanStaleSessions(ctx); err != nil && ctx.Err() == nil {
+			if err := c.cleanStaleSessions(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("clean stale sessions", "err", err)
 			}
 		}
-		if err := c.CollectOrphans(ctx); err != nil && ctx.Err() == nil {
+		if err := c.collectOrphans(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("collect orphaned files", "err", err)
 		}
 		if err := c.processDeletions(ctx, c.deletionRound(&changesSeen)); err != nil && ctx.Err() == nil {
@@ -747,7 +747,7 @@ func (c *Client) background(ctx context.Context) {
 		}
 		if time.Since(lastTrash) >= time.Minute {
 			lastTrash = time.Now()
-			if _, err := c.ExpireTrash(ctx); err != nil && ctx.Err() == nil {
+			if _, err := c.expireTrash(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("expire trash", "err", err)
 			}
 		}

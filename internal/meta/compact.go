@@ -34,7 +34,8 @@ var ErrChunkChanged = fmt.Errorf("chunk changed during compaction: %w", syscall.
 // lose their references through the usual path, so a slice another file
 // still names (copy_file_range) survives. A crash at any point leaves
 // either the old list or the new one, never a list naming deleted blocks.
-func (c *Client) CompactChunk(ctx context.Context, ino Ino, idx uint32, old, repl []Slice) ([]Slice, error) {
+func (s *Session) CompactChunk(ctx context.Context, ino Ino, idx uint32, old, repl []Slice) ([]Slice, error) {
+	c := s.Client
 	if err := c.writable(); err != nil {
 		return nil, err
 	}
@@ -150,7 +151,8 @@ func releaseDropped(tx store.Tx, old, repl []Slice, released []Slice) ([]Slice, 
 // the deletion queue. A failure leaves them queued for that loop; deleting
 // a slice twice (the loop of another client may get there first) is
 // harmless. Without Config.DeleteSlice it does nothing.
-func (c *Client) DeleteReleased(ctx context.Context, released []Slice) error {
+func (s *Session) DeleteReleased(ctx context.Context, released []Slice) error {
+	c := s.Client
 	if c.conf.DeleteSlice == nil || len(released) == 0 {
 		return nil
 	}
@@ -165,7 +167,8 @@ type ChunkUsage struct {
 
 // FileChunks lists the chunks of file ino with their slice counts, for a
 // compactor choosing what to rewrite.
-func (c *Client) FileChunks(ctx context.Context, ino Ino) ([]ChunkUsage, error) {
+func (s *Session) FileChunks(ctx context.Context, ino Ino) ([]ChunkUsage, error) {
+	c := s.Client
 	var out []ChunkUsage
 	for from := uint32(0); ; {
 		var page []ChunkUsage

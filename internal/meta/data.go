@@ -20,28 +20,10 @@ func (c *Client) ReadChunk(ctx context.Context, ino Ino, idx uint32) ([]Slice, e
 	return out, err
 }
 
-// Write commits slice s, whose blocks are already stored, to chunk idx of
-// file ino, extending the file when the slice ends past its length.
-func (c *Client) Write(ctx context.Context, ino Ino, idx uint32, s Slice) (*Attr, error) {
-	_, a, err := c.WriteSlice(ctx, ino, idx, s)
-	return a, err
-}
-
-// Commit is Write for a writer that may store blocks without syncing them
-// (see WriteSliceAttr's unsynced).
-func (c *Client) Commit(ctx context.Context, ino Ino, idx uint32, s Slice, unsynced bool) (*Attr, error) {
-	_, a, err := c.WriteSliceAttr(ctx, ino, idx, s, nil, unsynced)
-	return a, err
-}
-
-// WriteSlice is Write that also returns the file's version just before
-// the slice was committed, so that a writer caching the file can tell
-// whether anybody else changed it since it last looked.
-func (c *Client) WriteSlice(ctx context.Context, ino Ino, idx uint32, s Slice) (Version, *Attr, error) {
-	return c.WriteSliceAttr(ctx, ino, idx, s, nil, false)
-}
-
-// WriteSliceAttr is WriteSlice that then applies changes, in order, in the
+// WriteSliceAttr commits slice s into chunk idx of ino and returns the
+// file's version just before (so that a writer caching the file can
+// tell whether anybody else changed it since it last looked) and its
+// attributes after. It then applies changes, in order, in the
 // same transaction: attribute changes a mount held back (see PreviewAttr)
 // until the data written before them commits, so that a file unpacked
 // with its owner, mode and times costs one transaction, not four. A
@@ -128,7 +110,8 @@ func (c *Client) WriteSliceAttr(ctx context.Context, ino Ino, idx uint32, s Slic
 
 // Synced forgets slices this session committed unsynced, once the object
 // store made their blocks durable: one transaction for all of them.
-func (c *Client) Synced(ctx context.Context, ss []UnsyncedSlice) error {
+func (s *Session) Synced(ctx context.Context, ss []UnsyncedSlice) error {
+	c := s.Client
 	if len(ss) == 0 {
 		return nil
 	}

@@ -199,7 +199,8 @@ type DeletionStats struct {
 }
 
 // DeletionStats returns what this client deleted, for metrics.
-func (c *Client) DeletionStats() DeletionStats {
+func (s *Session) DeletionStats() DeletionStats {
+	c := s.Client
 	return DeletionStats{Deleted: c.dels.deleted.Load(), DeletedBytes: c.dels.bytes.Load(), Failed: c.dels.failed.Load(),
 		Queued: c.dels.queued.Load(), QueuedBytes: c.dels.queuedBytes.Load()}
 }
@@ -207,6 +208,7 @@ func (c *Client) DeletionStats() DeletionStats {
 // FlushDeletions runs the deletion queues until every deleted file that
 // is due has been dropped, now. Tests and `sluice gc` use it; mounts run
 // the queues in the background, within deletionBudget a round.
-func (c *Client) FlushDeletions(ctx context.Context) error {
+func (s *Session) FlushDeletions(ctx context.Context) error {
+	c := s.Client
 	return c.processDeletions(ctx, 0)
 }

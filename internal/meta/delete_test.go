@@ -25,7 +25,7 @@ func TestDeletionRounds(t *testing.T) {
 	ctx := context.Background()
 	// A read-only client runs no background deletions, which would drain
 	// the queue between the rounds below; the rounds themselves write.
-	c, err := meta.NewClient(ctx, st, meta.Config{ReadOnly: true})
+	c, err := meta.NewSession(ctx, st, meta.Config{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestDeletionRounds(t *testing.T) {
 // takes its full budget when they did not.
 func TestDeletionRoundYields(t *testing.T) {
 	ctx := context.Background()
-	c, err := meta.NewClient(ctx, spaceStore(t, nil), meta.Config{})
+	c, err := meta.NewSession(ctx, spaceStore(t, nil), meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/mem"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlite"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
@@ -148,11 +149,11 @@ func TestDestroy(t *testing.T) {
 func fillVolume(t *testing.T, st store.Store) {
 	t.Helper()
 	ctx := context.Background()
-	c1, err := meta.NewClient(ctx, st, meta.Config{})
+	c1, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := meta.NewClient(ctx, st, meta.Config{})
+	c2, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func fillVolume(t *testing.T, st store.Store) {
 		must("create", err)
 		id, err := c1.NewSliceID(ctx)
 		must("slice id", err)
-		_, err = c1.Write(ctx, a.Ino, 0, meta.Slice{Id: id, Size: 4096, Len: 4096})
+		_, err = metatest.Write(ctx, c1, a.Ino, 0, meta.Slice{Id: id, Size: 4096, Len: 4096})
 		must("write", err)
 		must("setxattr", c1.SetXattr(ctx, a.Ino, "user.k", []byte("v"), 0))
 		files = append(files, a)

@@ -7,12 +7,12 @@ import (
 
 // ProcessDeletions runs processDeletions with budget, for the tests of
 // package meta_test.
-func (c *Client) ProcessDeletions(ctx context.Context, budget time.Duration) error {
+func (c *Session) ProcessDeletions(ctx context.Context, budget time.Duration) error {
 	return c.processDeletions(ctx, budget)
 }
 
 // DeletionRound runs deletionRound, for the tests of package meta_test.
-func (c *Client) DeletionRound(seen *uint64) time.Duration { return c.deletionRound(seen) }
+func (c *Session) DeletionRound(seen *uint64) time.Duration { return c.deletionRound(seen) }
 
 // The budgets of background deletion rounds, for the tests of package
 // meta_test.

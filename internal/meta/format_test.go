@@ -147,7 +147,7 @@ func TestReloadFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	changes := make(chan *Format, 4)
-	c, err := NewClient(ctx, st, Config{Heartbeat: time.Millisecond, OnFormatChange: func(f *Format) { changes <- f }})
+	c, err := NewSession(ctx, st, Config{Heartbeat: time.Millisecond, OnFormatChange: func(f *Format) { changes <- f }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestReloadFormatReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	changes := make(chan *Format, 1)
-	c, err := NewClient(ctx, st, Config{ReadOnly: true, Heartbeat: 10 * time.Millisecond, OnFormatChange: func(f *Format) { changes <- f }})
+	c, err := NewSession(ctx, st, Config{ReadOnly: true, Heartbeat: 10 * time.Millisecond, OnFormatChange: func(f *Format) { changes <- f }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,12 +182,12 @@ func keptByOthers(tx store.Tx, sid uint64) (map[Ino]bool, error) {
 	return kept, nil
 }
 
-// CollectOrphans does this client's part of the orphan rounds described
+// collectOrphans does this client's part of the orphan rounds described
 // above: it answers a new round, starts one when orphans wait and it has
 // none pending, and finishes its pending round once every live session has
 // answered. The background calls it every second; calling it more often is
 // harmless.
-func (c *Client) CollectOrphans(ctx context.Context) error {
+func (c *Client) collectOrphans(ctx context.Context) error {
 	if c.conf.ReadOnly {
 		return nil
 	}

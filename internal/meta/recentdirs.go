@@ -121,22 +121,21 @@ func (r *recentDirs) forget(inos ...Ino) {
 	}
 }
 
-// The session's changes that another path runs (the metadata server runs
-// the session's operations) reach the client's memory of recent
-// directories through these, with Config.DirAttrReuse.
+// What the session's changes run elsewhere do to the client's memory of
+// recent directories goes through Caches (caches.go).
 
-// RecentBegin returns the generation a change run elsewhere must still
-// see when RecentRecord records what it committed.
-func (c *Client) RecentBegin() uint64 { return c.recent.begin() }
+// DirsBegin returns the generation a change run elsewhere must still see
+// when RecordDirs records what it committed.
+func (k caches) DirsBegin() uint64 { return k.c.recent.begin() }
 
-// RecentRecord remembers the attributes of directories a change that
-// began at generation gen committed (see recentDirs).
-func (c *Client) RecentRecord(gen uint64, dirs ...*Attr) { c.recent.record(gen, dirs...) }
+// RecordDirs remembers the attributes of directories a change that began
+// at generation gen committed (see recentDirs).
+func (k caches) RecordDirs(gen uint64, dirs ...*Attr) { k.c.recent.record(gen, dirs...) }
 
-// RecentDir returns the remembered attributes of directory ino, while
-// they are fresh: those of this client's last change of its entries.
-func (c *Client) RecentDir(ino Ino) (*Attr, bool) { return c.recent.get(ino) }
+// Dir returns the remembered attributes of directory ino, while they are
+// fresh: those of this client's last change of its entries.
+func (k caches) Dir(ino Ino) (*Attr, bool) { return k.c.recent.get(ino) }
 
-// RecentForget forgets what is remembered of inos, or of every directory
+// ForgetDirs forgets what is remembered of inos, or of every directory
 // when none is named, and keeps changes under way from recording.
-func (c *Client) RecentForget(inos ...Ino) { c.recent.forget(inos...) }
+func (k caches) ForgetDirs(inos ...Ino) { k.c.recent.forget(inos...) }

@@ -44,8 +44,8 @@ func TestDirAttrReuse(t *testing.T) {
 	}
 	clk := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	const reuse = 100 * time.Millisecond
-	open := func(reuse time.Duration) *meta.Client {
-		c, err := meta.NewClient(ctx, st, meta.Config{Now: clk.now, DirAttrReuse: reuse, DirMtimeSkip: -1})
+	open := func(reuse time.Duration) *meta.Session {
+		c, err := meta.NewSession(ctx, st, meta.Config{Now: clk.now, DirAttrReuse: reuse, DirMtimeSkip: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

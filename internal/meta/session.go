@@ -41,7 +41,7 @@ func (c *Client) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := c.ReloadFormat(ctx); err != nil {
+	if err := c.reloadFormat(ctx); err != nil {
 		return fmt.Errorf("reload volume settings: %w", err)
 	}
 	return nil
@@ -59,19 +59,19 @@ func (c *Client) followSettings(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if err := c.ReloadFormat(ctx); err != nil && ctx.Err() == nil {
+		if err := c.reloadFormat(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("reload volume settings", "err", err)
 		}
 	}
 }
 
-// ReloadFormat reads the volume's settings and, when they changed, makes
+// reloadFormat reads the volume's settings and, when they changed, makes
 // them the client's (Format): capacity, inode limit and trash days apply
 // at once, and Config.OnFormatChange is called for the rest. Settings
 // of another volume (another UUID: the volume was destroyed and a new
 // one formatted in its place) are refused, and the client keeps its own.
 // Every heartbeat calls it.
-func (c *Client) ReloadFormat(ctx context.Context) error {
+func (c *Client) reloadFormat(ctx context.Context) error {
 	f, err := Load(ctx, c.st)
 	if err != nil {
 		return err
@@ -108,13 +108,13 @@ func SessionLive(beat, now time.Time, timeout time.Duration) bool {
 	return beat.Unix() >= now.Add(-timeout).Unix()
 }
 
-// CleanStaleSessions cleans up after sessions whose heartbeat is older than
+// cleanStaleSessions cleans up after sessions whose heartbeat is older than
 // the session timeout: mounts that died without unmounting. Their locks
 // are released and the files they kept open after unlink are deleted
 // (unless another session may still hold them: see orphan.go); then the
 // session record goes. Every live client runs it periodically;
 // running it twice at once is harmless.
-func (c *Client) CleanStaleSessions(ctx context.Context) error {
+func (c *Client) cleanStaleSessions(ctx context.Context) error {
 	if c.conf.ReadOnly {
 		return nil
 	}
@@ -321,3 +321,63 @@ func (c *Client) restoreUnsynced(ctx context.Context, sid uint64) ([]UnsyncedSli
 	}
 	return unsynced, nil
 }
+
+// Session is one mount's session on a volume, as NewSession opens it (or
+// Attach, on the metadata server): its Client, which runs the POSIX
+// operations (Ops) and is embedded, so that a session is used as its
+// client, and the services that keep the session and the volume, which
+// are the Session's own methods: the settings (Format, ReloadFormat), the
+// session's identity and engine (Sid, Store), the deletion of data
+// (FlushDeletions, DeletionStats, DeleteReleased), orphans, stale
+// sessions and the trash, slices stored unsynced (Synced), compaction
+// (FileChunks, CompactChunk), the backup lease, the bound of calls made
+// outside the client's transactions (Guard, GuardWait), and the caches a
+// client of the metadata server keeps in step with it (Caches). Close
+// ends it.
+type Session struct {
+	*Client
+}
+
+// Sid returns the session's id (0 for a read-only session).
+func (s *Session) Sid() uint64 { return s.sid }
+
+// Store returns the engine the session works on.
+func (s *Session) Store() store.Store { return s.st }
+
+// Format returns the volume settings as the session last reloaded them
+// (on every heartbeat); callers must not change them.
+func (s *Session) Format() *Format { return s.current() }
+
+// ReloadFormat reads the volume's settings and, when they changed, makes
+// them the session's (Format): capacity, inode limit and trash days
+// apply at once, and Config.OnFormatChange is called for the rest.
+// Settings of another volume (another UUID: the volume was destroyed and
+// a new one formatted in its place) are refused, and the session keeps
+// its own. Every heartbeat calls it.
+func (s *Session) ReloadFormat(ctx context.Context) error { return s.reloadFormat(ctx) }
+
+// CollectOrphans does this session's part of the orphan rounds
+// (orphan.go): it answers a new round, starts one when orphans wait and
+// it has none pending, and finishes its pending round once every live
+// session has answered. The background calls it every second; calling it
+// more often is harmless.
+func (s *Session) CollectOrphans(ctx context.Context) error { return s.collectOrphans(ctx) }
+
+// CleanStaleSessions cleans up after sessions whose heartbeat is older
+// than the session timeout: mounts that died without unmounting. Their
+// locks are released and the files they kept open after unlink deleted
+// (unless another session may still hold them); then the session record
+// goes. Every live session runs it periodically; running it twice at
+// once is harmless.
+func (s *Session) CleanStaleSessions(ctx context.Context) error { return s.cleanStaleSessions(ctx) }
+
+// CleanTrash deletes the trash hour directories older than the volume's
+// TrashDays and the files in them, now. Mounts run it about once an hour
+// through a lease (ExpireTrash), so that one session of the volume does
+// it at a time.
+func (s *Session) CleanTrash(ctx context.Context) error { return s.cleanTrash(ctx) }
+
+// ExpireTrash reloads the volume's settings, then runs CleanTrash when it
+// is due and this session wins the volume's lease for it, and reports
+// whether it ran. Every mount calls it about once a minute.
+func (s *Session) ExpireTrash(ctx context.Context) (bool, error) { return s.expireTrash(ctx) }

@@ -35,7 +35,7 @@ var detailEngines = []struct {
 
 // detailVolume formats a volume with a trash on st and opens a client
 // on it, closed when the test ends.
-func detailVolume(t *testing.T, st store.Store, now func() time.Time) (*meta.Client, uint64) {
+func detailVolume(t *testing.T, st store.Store, now func() time.Time) (*meta.Session, uint64) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := meta.FormatVolume(ctx, st, &meta.Format{Name: "detail", UUID: "u", Storage: "mem", Bucket: "b",
@@ -47,10 +47,10 @@ func detailVolume(t *testing.T, st store.Store, now func() time.Time) (*meta.Cli
 
 // detailClient opens a client whose session names mountPoint, closed
 // when the test ends, and returns it with its session id.
-func detailClient(t *testing.T, st store.Store, now func() time.Time, mountPoint string) (*meta.Client, uint64) {
+func detailClient(t *testing.T, st store.Store, now func() time.Time, mountPoint string) (*meta.Session, uint64) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := meta.NewClient(ctx, st, meta.Config{Now: now, SessionInfo: meta.SessionInfo{MountPoint: mountPoint}})
+	c, err := meta.NewSession(ctx, st, meta.Config{Now: now, SessionInfo: meta.SessionInfo{MountPoint: mountPoint}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func detailClient(t *testing.T, st store.Store, now func() time.Time, mountPoint
 }
 
 // mkfile creates name in parent with the given length.
-func mkfile(t *testing.T, c *meta.Client, parent meta.Ino, name string, length uint64) meta.Ino {
+func mkfile(t *testing.T, c *meta.Session, parent meta.Ino, name string, length uint64) meta.Ino {
 	t.Helper()
 	ctx := context.Background()
 	a, err := c.Mknod(ctx, parent, []byte(name), meta.NewNode{Type: store.TypeFile, Mode: 0o644})

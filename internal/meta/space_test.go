@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/mem"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
@@ -209,7 +210,7 @@ func TestSpaceUsage(t *testing.T) {
 func TestSpaceUsageClient(t *testing.T) {
 	ctx := context.Background()
 	st := spaceStore(t, nil)
-	c, err := meta.NewClient(ctx, st, meta.Config{})
+	c, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestSpaceUsageClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Write(ctx, ino, 0, meta.Slice{Pos: pos, Id: id, Size: n, Len: n}); err != nil {
+		if _, err := metatest.Write(ctx, c, ino, 0, meta.Slice{Pos: pos, Id: id, Size: n, Len: n}); err != nil {
 			t.Fatal(err)
 		}
 	}

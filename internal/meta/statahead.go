@@ -355,7 +355,8 @@ func (c *Client) listAhead(ctx context.Context, parent Ino) {
 // the returned function is called is kept. The caller forgets what it
 // changes with ForgetNode and ForgetEntry, before the change and again
 // after it, before calling the function.
-func (c *Client) ChangeBegins() (end func()) {
+func (k caches) ChangeBegins() (end func()) {
+	c := k.c
 	if !c.ahead.on() {
 		return func() {}
 	}
@@ -364,9 +365,10 @@ func (c *Client) ChangeBegins() (end func()) {
 }
 
 // ForgetNode forgets the names the listings hold that lead to ino,
-// whose node is being written elsewhere (see ChangeBegins), and with
+// whose node is being written elsewhere (see Caches.ChangeBegins), and with
 // listing the listing of ino too (its permissions may change).
-func (c *Client) ForgetNode(ino Ino, listing bool) {
+func (k caches) ForgetNode(ino Ino, listing bool) {
+	c := k.c
 	if !c.ahead.on() {
 		return
 	}
@@ -379,9 +381,10 @@ func (c *Client) ForgetNode(ino Ino, listing bool) {
 }
 
 // ForgetEntry forgets name in parent, being written or removed elsewhere
-// (see ChangeBegins), and every listed name of the node it leads to,
+// (see Caches.ChangeBegins), and every listed name of the node it leads to,
 // whose link count changes.
-func (c *Client) ForgetEntry(parent Ino, name []byte) {
+func (k caches) ForgetEntry(parent Ino, name []byte) {
+	c := k.c
 	if !c.ahead.on() {
 		return
 	}

@@ -26,10 +26,10 @@ func memVolume(t *testing.T) store.Store {
 }
 
 // client opens a client of the volume in st, closed when the test ends.
-func client(t *testing.T, st store.Store, conf meta.Config) *meta.Client {
+func client(t *testing.T, st store.Store, conf meta.Config) *meta.Session {
 	t.Helper()
 	ctx := context.Background()
-	c, err := meta.NewClient(ctx, st, conf)
+	c, err := meta.NewSession(ctx, st, conf)
 	if err != nil {
 		t.Fatal(err)
 	}

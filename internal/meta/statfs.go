@@ -50,7 +50,7 @@ func (c *Client) StatFS(ctx context.Context) (StatFS, error) {
 	}
 	space, inodes = max(space, 0), max(inodes, 0)
 	var st StatFS
-	f := c.Format()
+	f := c.current()
 	st.TotalSpace = f.Capacity
 	if st.TotalSpace == 0 {
 		st.TotalSpace = roomFor(unlimited, uint64(space))
@@ -81,7 +81,7 @@ func roomFor(total, used uint64) uint64 {
 
 // checkSpaceQuota refuses growth past the volume's capacity.
 func (c *Client) checkSpaceQuota(tx store.Tx, grow int64) error {
-	capacity := c.Format().Capacity
+	capacity := c.current().Capacity
 	if capacity == 0 || grow <= 0 {
 		return nil
 	}
@@ -97,7 +97,7 @@ func (c *Client) checkSpaceQuota(tx store.Tx, grow int64) error {
 
 // checkInodeQuota refuses a new inode past the volume's inode limit.
 func (c *Client) checkInodeQuota(ctx context.Context) error {
-	limit := c.Format().Inodes
+	limit := c.current().Inodes
 	if limit == 0 {
 		return nil
 	}

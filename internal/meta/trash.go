@@ -69,7 +69,7 @@ func checkNewEntry(parent Ino, name []byte) error {
 	return nil
 }
 
-func (c *Client) trashEnabled() bool { return c.Format().TrashDays > 0 }
+func (c *Client) trashEnabled() bool { return c.current().TrashDays > 0 }
 
 // trashDirNode returns the attributes of a new trash directory.
 func trashDirNode(ino, parent Ino, now time.Time) *Attr {
@@ -157,17 +157,17 @@ func (c *Client) moveToTrash(tx store.Tx, parent Ino, name []byte, n *Attr) erro
 	return nil
 }
 
-// CleanTrash deletes the trash hour directories older than the volume's
+// cleanTrash deletes the trash hour directories older than the volume's
 // TrashDays and the files in them, now. Mounts run it about once an hour
 // through a lease, so that one client of the volume does it at a time.
-func (c *Client) CleanTrash(ctx context.Context) error {
+func (c *Client) cleanTrash(ctx context.Context) error {
 	c.recent.forget() // see recentDirs: before, and after the change commits
 	defer c.recent.forget()
 	if err := c.writable(); err != nil {
 		return err
 	}
 	now := c.conf.Now()
-	keep := time.Duration(c.Format().TrashDays) * 24 * time.Hour
+	keep := time.Duration(c.current().TrashDays) * 24 * time.Hour
 	var after []byte
 	for {
 		var es []store.Edge
@@ -263,23 +263,23 @@ func (c *Client) cleanTrashLease(ctx context.Context) (bool, error) {
 	return won, err
 }
 
-// ExpireTrash reloads the volume's settings (ReloadFormat: a re-format may
+// expireTrash reloads the volume's settings (ReloadFormat: a re-format may
 // have changed TrashDays since the last heartbeat), then runs CleanTrash
 // when it is due and this client wins the volume's lease for it (see
 // cleanTrashLease), and reports whether it ran. Every mount calls it
 // about once a minute.
-func (c *Client) ExpireTrash(ctx context.Context) (bool, error) {
+func (c *Client) expireTrash(ctx context.Context) (bool, error) {
 	c.recent.forget() // see recentDirs: before, and after the change commits
 	defer c.recent.forget()
 	if c.conf.ReadOnly {
 		return false, nil
 	}
-	if err := c.ReloadFormat(ctx); err != nil {
+	if err := c.reloadFormat(ctx); err != nil {
 		return false, fmt.Errorf("reload volume settings: %w", err)
 	}
 	won, err := c.cleanTrashLease(ctx)
 	if err != nil || !won {
 		return false, err
 	}
-	return true, c.CleanTrash(ctx)
+	return true, c.cleanTrash(ctx)
 }

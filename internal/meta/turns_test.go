@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/mem"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
 )
@@ -38,7 +39,7 @@ func TestCommitTurns(t *testing.T) {
 	if _, err := meta.FormatVolume(ctx, st, &meta.Format{Name: "turns", UUID: "u", Storage: "mem", Bucket: "b", BlockSize: 4096}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := meta.NewClient(ctx, st, meta.Config{})
+	c, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestCommitTurns(t *testing.T) {
 			for i := range each {
 				id := uint64(1000 + w*each + i)
 				s := meta.Slice{Id: id, Size: 4096, Pos: uint32(w) * 4096, Len: 4096}
-				if _, err := c.Write(ctx, a.Ino, uint32(i%2), s); err != nil {
+				if _, err := metatest.Write(ctx, c, a.Ino, uint32(i%2), s); err != nil {
 					errs <- err
 				}
 			}

@@ -63,7 +63,7 @@ func (s *lateAck) Update(ctx context.Context, fn func(store.Tx) error) error {
 func TestCloseDuringFlush(t *testing.T) {
 	ctx := context.Background()
 	st := &lateAck{Store: memVolume(t), committed: make(chan struct{})}
-	c, err := meta.NewClient(ctx, st, meta.Config{})
+	c, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestUnsupportedXattrs(t *testing.T) {
 			BlockSize: 4096, EnableACL: acl}); err != nil {
 			t.Fatal(err)
 		}
-		c, err := meta.NewClient(ctx, st, meta.Config{})
+		c, err := meta.NewSession(ctx, st, meta.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}

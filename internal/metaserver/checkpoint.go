@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
 
 // A checkpoint is the whole state as of one log index, in a file named

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
 
 // snapshots are the trees clients' transactions read, by id. A snapshot

@@ -129,7 +129,7 @@ func TestKilledInALoop(t *testing.T) {
 	if _, err := meta.FormatVolume(ctx, st, &meta.Format{Name: "crash", UUID: "crash-test", Storage: "mem", Bucket: "x", BlockSize: 4096}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := meta.NewClient(ctx, st, meta.Config{})
+	c, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
 
 // model is what a tree must hold: value and rev by key.

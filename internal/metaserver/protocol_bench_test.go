@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
 
 // The protocol benchmark: one read of one key, served by the same

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
 
 // Options configure a Server.

@@ -10,10 +10,9 @@ import (
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
-	"github.com/sluicefs/sluice/internal/meta/remote"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
 
 // Whole operations. A mount attaches its session (OpAttach) and then
@@ -42,7 +41,7 @@ type sessions struct {
 
 // session is one attached session.
 type session struct {
-	mc     *meta.Client
+	mc     *meta.Session
 	client uint64 // the DB id of the mount that attached it
 
 	mu       sync.Mutex // guards the rest
@@ -214,14 +213,14 @@ func (c *conn) serveCall(f wire.Frame, start time.Time) {
 		c.reply(f.ID, wire.StatusNoSession, nil)
 		return
 	}
-	call, err := remote.Decode(r)
+	call, err := wire.Decode(r)
 	if err != nil {
 		c.fail(f.ID, err)
 		return
 	}
 	run := call.Run
-	op := "call_" + remote.MethodName(call.Method)
-	if remote.Idempotent(call.Method) {
+	op := "call_" + call.Name
+	if call.Class == wire.ClassRead {
 		status, body := runCall(context.Background(), se, run)
 		s.m.observe(op, start)
 		c.replyCall(f.ID, status, body, false)
@@ -251,7 +250,7 @@ func (c *conn) serveCall(f wire.Frame, start time.Time) {
 			ctx = meta.WithSentAgain(ctx)
 		}
 	}
-	if !remote.Commits(call.Method) {
+	if call.Class == wire.ClassHandles {
 		status, body := runCall(ctx, se, run)
 		se.end(cl, status, body)
 		s.m.observe(op, start)
@@ -311,11 +310,11 @@ func (w *workers) work(job func()) {
 }
 
 // runCall runs a decoded call and returns its reply's status and body.
-func runCall(ctx context.Context, se *session, run func(context.Context, *meta.Client, *wire.Buf) error) (byte, []byte) {
+func runCall(ctx context.Context, se *session, run wire.RunFunc) (byte, []byte) {
 	out := wire.NewBuf(64)
 	if err := run(ctx, se.mc, out); err != nil {
 		out = wire.NewBuf(64)
-		remote.EncodeError(out, err)
+		wire.EncodeError(out, err)
 		return wire.StatusErrno, out.Raw()
 	}
 	return wire.StatusOK, out.Raw()

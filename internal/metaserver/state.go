@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"sync"
 
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
 
 // txnKey names a transaction of one client.

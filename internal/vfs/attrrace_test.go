@@ -63,7 +63,7 @@ func (m *commitAfterRead) GetAttr(ctx context.Context, ino meta.Ino) (*meta.Attr
 func TestGetAttrDuringCommit(t *testing.T) {
 	vol := newVolume(t, 0)
 	bg := context.Background()
-	c, err := meta.NewClient(bg, vol.st, meta.Config{})
+	c, err := meta.NewSession(bg, vol.st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func newVolume(t *testing.T, trashDays int) *volume {
 type mount struct {
 	*VFS
 	kernel *fakeKernel
-	client *meta.Client
+	client *meta.Session
 }
 
 // mount returns a new mount of the volume with kernel caches of a second,
@@ -89,7 +89,7 @@ func (vol *volume) mount(t *testing.T) *mount {
 func (vol *volume) mountWith(t *testing.T, conf meta.Config) *mount {
 	t.Helper()
 	ctx := context.Background()
-	c, err := meta.NewClient(ctx, vol.st, conf)
+	c, err := meta.NewSession(ctx, vol.st, conf)
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}

@@ -269,7 +269,7 @@ func (s stalledApply) ApplyAttrChanges(ctx context.Context, ino meta.Ino, change
 func TestCloseGivesUpHeldAttrs(t *testing.T) {
 	vol := newVolume(t, 0)
 	bg := context.Background()
-	c, err := meta.NewClient(bg, vol.st, meta.Config{})
+	c, err := meta.NewSession(bg, vol.st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

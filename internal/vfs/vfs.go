@@ -137,7 +137,7 @@ type handle struct {
 	recordOwners map[uint64]struct{}
 }
 
-// New returns a VFS over a metadata service (a *meta.Client, or another
+// New returns a VFS over a metadata service (a *meta.Session, or another
 // implementation of Meta) and a chunk store.
 func New(m Meta, s *chunk.Store, conf Config) *VFS {
 	v := &VFS{meta: m, data: s, conf: conf, started: time.Now(),

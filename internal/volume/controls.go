@@ -44,7 +44,7 @@ const (
 
 // tools serves the tool controls of one volume.
 type tools struct {
-	mc  *meta.Client
+	mc  *meta.Session
 	cs  *chunk.Store
 	log *slog.Logger
 	// fs is the VFS, which rmr removes through; set once it exists.
@@ -54,7 +54,7 @@ type tools struct {
 // addToolControls adds the controls "info", "summary", "warmup" and "rmr"
 // to c. The returned tools serve "rmr" once their fs is set to the VFS
 // made from c.
-func addToolControls(c *vfs.Config, cs *chunk.Store, mc *meta.Client) *tools {
+func addToolControls(c *vfs.Config, cs *chunk.Store, mc *meta.Session) *tools {
 	t := &tools{mc: mc, cs: cs, log: c.Logger}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)

@@ -59,7 +59,7 @@ func (t *tools) summary(ctx context.Context, req control.Request, progress func(
 // to walkListers directories at once. It adds up what each directory
 // holds and, for a summary, keeps the biggest entries down to depth.
 type walker struct {
-	mc     *meta.Client
+	mc     *meta.Session
 	root   bool // the caller is root: no permission checks
 	strict bool
 	// depth is the levels below the top whose entries are kept (-1:

@@ -38,7 +38,6 @@ import (
 	"github.com/sluicefs/sluice/internal/control"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/all"
-	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
 	"github.com/sluicefs/sluice/internal/meta/remote"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
@@ -66,7 +65,7 @@ type Volume struct {
 	metrics *metrics.Store
 	limits  *limit.Store // bandwidth limits, which follow the volume's settings
 	chunks  *chunk.Store
-	client  *meta.Client
+	client  *meta.Session
 	remote  *remote.Client // the session's operations on the metadata server, when they run there
 	fs      *vfs.VFS
 
@@ -128,7 +127,7 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 			onChange(f)
 		}
 	}
-	if v.client, err = meta.NewClient(ctx, v.st, mconf); err != nil {
+	if v.client, err = meta.NewSession(ctx, v.st, mconf); err != nil {
 		return v, err
 	}
 	if !mconf.ReadOnly {
@@ -182,9 +181,10 @@ func (v *Volume) openMeta(ctx context.Context, metaURL string, timeout time.Dura
 	return err
 }
 
-// serverOps returns the metadata server's DB of st when a mount's
-// operations should run on the server, nil otherwise.
-func serverOps(st store.Store) *sluice.DB {
+// serverOps returns the connection to the metadata server of st when a
+// mount's operations should run on the server (the engine's database
+// offers remote.Server and the volume's URL asks for it), nil otherwise.
+func serverOps(st store.Store) remote.Server {
 	var kv *kvstore.Store
 	switch s := st.(type) {
 	case *kvstore.Store:
@@ -194,8 +194,8 @@ func serverOps(st store.Store) *sluice.DB {
 	default:
 		return nil
 	}
-	if db, ok := kv.DB().(*sluice.DB); ok && db.ServerOps() {
-		return db
+	if srv, ok := kv.DB().(remote.Server); ok && srv.ServerOps() {
+		return srv
 	}
 	return nil
 }
@@ -217,7 +217,7 @@ func chunkConfig(f *meta.Format, opts *Options) chunk.Config {
 }
 
 // vfsConfig returns opts.VFS with the flush control and the compactor.
-func vfsConfig(cs *chunk.Store, mc *meta.Client, opts *Options) vfs.Config {
+func vfsConfig(cs *chunk.Store, mc *meta.Session, opts *Options) vfs.Config {
 	c := opts.VFS
 	if c.Logger == nil {
 		c.Logger = opts.logger()
@@ -287,7 +287,7 @@ func (v *Volume) PlainBlocks() bool { return plainBlocks(v.format) }
 func (v *Volume) Chunks() *chunk.Store { return v.chunks }
 
 // Client returns the metadata client. Nil below Level Client.
-func (v *Volume) Client() *meta.Client { return v.client }
+func (v *Volume) Client() *meta.Session { return v.client }
 
 // VFS returns the file system. Nil below Level FileSystem.
 func (v *Volume) VFS() *vfs.VFS { return v.fs }

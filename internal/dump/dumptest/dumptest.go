@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/dump"
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
@@ -65,7 +66,7 @@ func Fill(t *testing.T, st store.Store) {
 		t.Fatalf("format: %v", err)
 	}
 	clock := time.Date(2026, 5, 1, 12, 0, 0, 123, time.UTC)
-	c, err := meta.NewClient(ctx, st, meta.Config{Now: func() time.Time { return clock }})
+	c, err := meta.NewSession(ctx, st, meta.Config{Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
@@ -94,7 +95,7 @@ func Fill(t *testing.T, st store.Store) {
 	}
 	write := func(ino meta.Ino, idx uint32, s meta.Slice) {
 		t.Helper()
-		_, err := c.Write(ctx, ino, idx, s)
+		_, err := metatest.Write(ctx, c, ino, idx, s)
 		must("write", err)
 	}
 	dir := func(parent meta.Ino, name string) meta.Ino {
@@ -278,7 +279,7 @@ func testRoundTrip(t *testing.T, newStore NewStore) {
 // checkLoaded reads the loaded volume through a client.
 func checkLoaded(t *testing.T, st store.Store) {
 	t.Helper()
-	c, err := meta.NewClient(ctx, st, meta.Config{})
+	c, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		t.Fatalf("client on the loaded volume: %v", err)
 	}

@@ -32,7 +32,7 @@ const (
 
 // setupACL returns a fresh volume formatted with ACLs enabled, and a
 // client of it.
-func setupACL(t *testing.T, ns newStoreFunc) (store.Store, *meta.Client) {
+func setupACL(t *testing.T, ns newStoreFunc) (store.Store, *meta.Session) {
 	t.Helper()
 	st := openStore(t, ns)
 	f := testFormat()

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-// Ops are the operations Bench measures: a *meta.Client has them, and
+// Ops are the operations Bench measures: a *meta.Session has them, and
 // so does a client that sends them whole to the metadata server.
 type Ops interface {
 	Mknod(ctx context.Context, parent meta.Ino, name []byte, nn meta.NewNode) (*meta.Attr, error)
@@ -40,7 +40,7 @@ func Bench(b *testing.B, newStore func(tb testing.TB) store.Store) {
 		if _, err := meta.FormatVolume(ctx, st, testFormat()); err != nil {
 			tb.Fatal(err)
 		}
-		c, err := meta.NewClient(ctx, st, meta.Config{})
+		c, err := meta.NewSession(ctx, st, meta.Config{})
 		if err != nil {
 			tb.Fatal(err)
 		}

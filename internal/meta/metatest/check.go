@@ -25,7 +25,7 @@ func testCheck(t *testing.T, ns newStoreFunc) {
 
 // checkVolume is a small volume with every kind of record fsck looks at.
 type checkVolume struct {
-	c                 *meta.Client
+	c                 *meta.Session
 	st                store.Store
 	dir, sub          *meta.Attr
 	file, linked, big *meta.Attr
@@ -249,7 +249,7 @@ func testCheckClean(t *testing.T, ns newStoreFunc) {
 	}
 	// A client that leaves the leftovers to its background loop, closed
 	// before that loop first runs.
-	bg, err := meta.NewClient(root, v.st, meta.Config{TruncateSyncBatches: -1})
+	bg, err := meta.NewSession(root, v.st, meta.Config{TruncateSyncBatches: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,7 +553,7 @@ func testCheckRandom(t *testing.T, ns newStoreFunc) {
 		case 3:
 			if f := file(); f != 0 {
 				pos := uint32(rng.IntN(10000))
-				if _, err := c.Write(root, f, uint32(rng.IntN(2)), newSlice(t, c, pos, uint32(1+rng.IntN(5000)))); err == nil {
+				if _, err := Write(root, c, f, uint32(rng.IntN(2)), newSlice(t, c, pos, uint32(1+rng.IntN(5000)))); err == nil {
 					wrote++
 				}
 			}

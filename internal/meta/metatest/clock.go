@@ -53,7 +53,7 @@ func testClockStamps(t *testing.T, ns newStoreFunc) {
 			if err != nil {
 				return err
 			}
-			_, err = c.Write(ctx, f.Ino, 0, meta.Slice{Id: id, Size: 10, Len: 10})
+			_, err = Write(ctx, c, f.Ino, 0, meta.Slice{Id: id, Size: 10, Len: 10})
 			return err
 		}, want: []stamped{{ino: f.Ino, m: true, c: true}}},
 		{name: "chmod", op: func() error {

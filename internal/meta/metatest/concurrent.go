@@ -42,11 +42,11 @@ func (c *counting) Update(ctx context.Context, fn func(store.Tx) error) error {
 // goroutines of each of contendClients clients (w numbers the worker
 // across clients), failing t with the errors they return. It returns
 // the first client.
-func contend(t *testing.T, ns newStoreFunc, prepare func(c *meta.Client), work func(c *meta.Client, w int) error) *meta.Client {
+func contend(t *testing.T, ns newStoreFunc, prepare func(c *meta.Session), work func(c *meta.Session, w int) error) *meta.Session {
 	t.Helper()
 	st := &counting{Store: openStore(t, ns)}
 	format(t, st, testFormat())
-	clients := make([]*meta.Client, contendClients)
+	clients := make([]*meta.Session, contendClients)
 	for i := range clients {
 		clients[i] = newClient(t, st, meta.Config{})
 	}
@@ -88,9 +88,9 @@ func testContendFile(t *testing.T, ns newStoreFunc) {
 	// over block blk of chunk idx.
 	workers := contendClients * contendWorkers
 	last := make([]map[[2]uint32]uint64, workers)
-	c := contend(t, ns, func(c *meta.Client) {
+	c := contend(t, ns, func(c *meta.Session) {
 		ino = mkfile(t, c, meta.RootIno, "f").Ino
-	}, func(c *meta.Client, w int) error {
+	}, func(c *meta.Session, w int) error {
 		last[w] = map[[2]uint32]uint64{}
 		for i := range contendOps {
 			var idx, pos, n uint32
@@ -104,7 +104,7 @@ func testContendFile(t *testing.T, ns newStoreFunc) {
 				return fmt.Errorf("worker %d: slice id: %w", w, err)
 			}
 			s := meta.Slice{Id: id, Size: n, Pos: pos, Len: n}
-			if _, err := c.Write(root, ino, idx, s); err != nil {
+			if _, err := Write(root, c, ino, idx, s); err != nil {
 				return fmt.Errorf("worker %d: commit %d of %d bytes at %d of chunk %d: %w", w, i, n, pos, idx, err)
 			}
 			for b := pos / block; b < (pos+n)/block; b++ {
@@ -151,9 +151,9 @@ func testContendFile(t *testing.T, ns newStoreFunc) {
 func testContendDir(t *testing.T, ns newStoreFunc) {
 	var dir meta.Ino
 	file := meta.NewNode{Type: store.TypeFile, Mode: 0o644}
-	c := contend(t, ns, func(c *meta.Client) {
+	c := contend(t, ns, func(c *meta.Session) {
 		dir = mkdir(t, c, meta.RootIno, "d").Ino
-	}, func(c *meta.Client, w int) error {
+	}, func(c *meta.Session, w int) error {
 		for i := range contendOps {
 			name := fmt.Sprintf("w%02d-%02d", w, i)
 			if _, err := c.Mknod(root, dir, []byte(name), file); err != nil {

@@ -14,9 +14,9 @@ import (
 )
 
 // write commits a fake slice to chunk idx of ino and returns the new length.
-func write(t *testing.T, c *meta.Client, ino meta.Ino, idx uint32, s meta.Slice) uint64 {
+func write(t *testing.T, c *meta.Session, ino meta.Ino, idx uint32, s meta.Slice) uint64 {
 	t.Helper()
-	a, err := c.Write(root, ino, idx, s)
+	a, err := Write(root, c, ino, idx, s)
 	if err != nil {
 		t.Fatalf("write chunk %d of %d: %v", idx, ino, err)
 	}
@@ -24,7 +24,7 @@ func write(t *testing.T, c *meta.Client, ino meta.Ino, idx uint32, s meta.Slice)
 }
 
 // newSlice returns a slice with a fresh id covering [pos, pos+n) of a chunk.
-func newSlice(t *testing.T, c *meta.Client, pos, n uint32) meta.Slice {
+func newSlice(t *testing.T, c *meta.Session, pos, n uint32) meta.Slice {
 	t.Helper()
 	id, err := c.NewSliceID(root)
 	if err != nil {
@@ -37,7 +37,7 @@ func newSlice(t *testing.T, c *meta.Client, pos, n uint32) meta.Slice {
 }
 
 // wantChunk fails t unless chunk idx of ino holds exactly want.
-func wantChunk(t *testing.T, c *meta.Client, ino meta.Ino, idx uint32, want ...meta.Slice) {
+func wantChunk(t *testing.T, c *meta.Session, ino meta.Ino, idx uint32, want ...meta.Slice) {
 	t.Helper()
 	got, err := c.ReadChunk(root, ino, idx)
 	if err != nil {
@@ -52,7 +52,7 @@ func wantChunk(t *testing.T, c *meta.Client, ino meta.Ino, idx uint32, want ...m
 }
 
 // truncate sets the length of ino as root and checks the result.
-func truncate(t *testing.T, c *meta.Client, ino meta.Ino, length uint64) {
+func truncate(t *testing.T, c *meta.Session, ino meta.Ino, length uint64) {
 	t.Helper()
 	a, err := c.SetAttr(root, ino, meta.SetSize, &meta.Attr{Length: length})
 	if err != nil {
@@ -125,9 +125,9 @@ func testWrite(t *testing.T, ns newStoreFunc) {
 		t.Fatalf("after writes: %+v", a)
 	}
 	d := mkdir(t, c, meta.RootIno, "d")
-	_, err := c.Write(root, d.Ino, 0, newSlice(t, c, 0, 1))
+	_, err := Write(root, c, d.Ino, 0, newSlice(t, c, 0, 1))
 	wantErr(t, "write to a dir", err, syscall.EBADF)
-	_, err = c.Write(root, f.Ino+1000, 0, newSlice(t, c, 0, 1))
+	_, err = Write(root, c, f.Ino+1000, 0, newSlice(t, c, 0, 1))
 	wantErr(t, "write to unknown inode", err, syscall.ENOENT)
 }
 
@@ -171,7 +171,7 @@ func testUnlinkOpen(t *testing.T, ns newStoreFunc) {
 	wantErr(t, "getattr after last release", err, syscall.ENOENT)
 
 	// Closing the client deletes what it kept open.
-	c2, err := meta.NewClient(context.Background(), st, meta.Config{})
+	c2, err := meta.NewSession(context.Background(), st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func testOpenElsewhere(t *testing.T, ns newStoreFunc) {
 	format(t, st, testFormat())
 	a := newClient(t, st, meta.Config{})
 	b := newClient(t, st, meta.Config{})
-	open := func(c *meta.Client, ino meta.Ino) {
+	open := func(c *meta.Session, ino meta.Ino) {
 		t.Helper()
 		if _, err := c.Open(root, ino, syscall.O_RDWR); err != nil {
 			t.Fatal(err)
@@ -295,7 +295,7 @@ func testOpenElsewhere(t *testing.T, ns newStoreFunc) {
 	}
 	wantExists := func(what string, ino meta.Ino) {
 		t.Helper()
-		for _, c := range []*meta.Client{a, b} {
+		for _, c := range []*meta.Session{a, b} {
 			if n := getattr(t, c, ino); n.Nlink != 0 {
 				t.Fatalf("%s: nlink %d, want 0", what, n.Nlink)
 			}
@@ -353,7 +353,7 @@ func testOpenElsewhere(t *testing.T, ns newStoreFunc) {
 	wantDeleted("open nowhere", h.Ino)
 
 	// Open in a client that dies: it goes once the session expired.
-	dead, err := meta.NewClient(root, st, meta.Config{})
+	dead, err := meta.NewSession(root, st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func testOpenElsewhere(t *testing.T, ns newStoreFunc) {
 func testTmpfile(t *testing.T, ns newStoreFunc) {
 	st := openStore(t, ns)
 	format(t, st, testFormat())
-	dead, err := meta.NewClient(root, st, meta.Config{})
+	dead, err := meta.NewSession(root, st, meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,9 +39,9 @@ func wantDeleted(t *testing.T, rec *deleteRecorder, what string, ids ...uint64) 
 func testDeletionPaths(t *testing.T, ns newStoreFunc) {
 	cases := []struct {
 		name string
-		fn   func(t *testing.T, c *meta.Client, rec *deleteRecorder)
+		fn   func(t *testing.T, c *meta.Session, rec *deleteRecorder)
 	}{
-		{"Unlink", func(t *testing.T, c *meta.Client, rec *deleteRecorder) {
+		{"Unlink", func(t *testing.T, c *meta.Session, rec *deleteRecorder) {
 			f := mkfile(t, c, meta.RootIno, "f")
 			s := newSlice(t, c, 0, 4096)
 			write(t, c, f.Ino, 0, s)
@@ -51,7 +51,7 @@ func testDeletionPaths(t *testing.T, ns newStoreFunc) {
 			flushDeletions(t, c)
 			wantDeleted(t, rec, "after unlink", s.Id)
 		}},
-		{"RenameOver", func(t *testing.T, c *meta.Client, rec *deleteRecorder) {
+		{"RenameOver", func(t *testing.T, c *meta.Session, rec *deleteRecorder) {
 			a, b := mkfile(t, c, meta.RootIno, "a"), mkfile(t, c, meta.RootIno, "b")
 			sa, sb := newSlice(t, c, 0, 10), newSlice(t, c, 0, 20)
 			write(t, c, a.Ino, 0, sa)
@@ -61,7 +61,7 @@ func testDeletionPaths(t *testing.T, ns newStoreFunc) {
 			wantDeleted(t, rec, "after rename over b", sb.Id)
 			wantChunk(t, c, a.Ino, 0, sa)
 		}},
-		{"TruncateDown", func(t *testing.T, c *meta.Client, rec *deleteRecorder) {
+		{"TruncateDown", func(t *testing.T, c *meta.Session, rec *deleteRecorder) {
 			f := mkfile(t, c, meta.RootIno, "f")
 			s0, s1 := newSlice(t, c, 0, 4096), newSlice(t, c, 0, 4096)
 			write(t, c, f.Ino, 0, s0)
@@ -76,7 +76,7 @@ func testDeletionPaths(t *testing.T, ns newStoreFunc) {
 			flushDeletions(t, c)
 			wantDeleted(t, rec, "after truncate to 0", s0.Id, s1.Id)
 		}},
-		{"PunchHole", func(t *testing.T, c *meta.Client, rec *deleteRecorder) {
+		{"PunchHole", func(t *testing.T, c *meta.Session, rec *deleteRecorder) {
 			// A hole covers the data but the chunk still names the slice
 			// until compaction rewrites the chunk or the file goes.
 			f := mkfile(t, c, meta.RootIno, "f")
@@ -89,7 +89,7 @@ func testDeletionPaths(t *testing.T, ns newStoreFunc) {
 			flushDeletions(t, c)
 			wantDeleted(t, rec, "after unlink", s.Id)
 		}},
-		{"Overwrite", func(t *testing.T, c *meta.Client, rec *deleteRecorder) {
+		{"Overwrite", func(t *testing.T, c *meta.Session, rec *deleteRecorder) {
 			f := mkfile(t, c, meta.RootIno, "f")
 			s1, s2 := newSlice(t, c, 0, 100), newSlice(t, c, 0, 100)
 			write(t, c, f.Ino, 0, s1)
@@ -100,7 +100,7 @@ func testDeletionPaths(t *testing.T, ns newStoreFunc) {
 			flushDeletions(t, c)
 			wantDeleted(t, rec, "after truncate to 0", s1.Id, s2.Id)
 		}},
-		{"CopyThenUnlink", func(t *testing.T, c *meta.Client, rec *deleteRecorder) {
+		{"CopyThenUnlink", func(t *testing.T, c *meta.Session, rec *deleteRecorder) {
 			src, dst := mkfile(t, c, meta.RootIno, "src"), mkfile(t, c, meta.RootIno, "dst")
 			s := newSlice(t, c, 0, 8000)
 			write(t, c, src.Ino, 0, s)
@@ -162,7 +162,7 @@ func testDeletionBacklog(t *testing.T, ns newStoreFunc) {
 
 // sparseFile creates name with one 1-byte slice at the start of each of n
 // chunks and returns it with the slice ids.
-func sparseFile(t *testing.T, c *meta.Client, name string, n int) (*meta.Attr, []uint64) {
+func sparseFile(t *testing.T, c *meta.Session, name string, n int) (*meta.Attr, []uint64) {
 	t.Helper()
 	f := mkfile(t, c, meta.RootIno, name)
 	ids := make([]uint64, n)

@@ -56,7 +56,7 @@ func testLargestFile(t *testing.T, ns newStoreFunc) {
 	wantChunk(t, c, f.Ino, lastIdx, last)
 	intact("after writing the last chunk")
 	for _, idx := range []uint32{lastIdx + 1, 1<<32 - 1} {
-		_, err := c.Write(root, f.Ino, idx, newSlice(t, c, 0, 1))
+		_, err := Write(root, c, f.Ino, idx, newSlice(t, c, 0, 1))
 		wantErr(t, "a slice past the largest size", err, syscall.EFBIG)
 	}
 	intact("after refused slices")

@@ -94,7 +94,7 @@ func testLocks(t *testing.T, ns newStoreFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	written, err := b.Write(root, f.Ino, 0, meta.Slice{Id: id, Size: 4000, Len: 4000})
+	written, err := Write(root, b, f.Ino, 0, meta.Slice{Id: id, Size: 4000, Len: 4000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func testDeadProcessSession(t *testing.T, ns newStoreFunc) {
 	// Each new client cleans up after the dead sessions registered
 	// before it: the dead one comes last.
 	live := newClient(t, st, meta.Config{})
-	others := map[string]*meta.Client{
+	others := map[string]*meta.Session{
 		"a live one":   live,
 		"another host": newClient(t, st, meta.Config{SessionInfo: otherHost}),
 		"another boot": newClient(t, st, meta.Config{SessionInfo: otherBoot}),
@@ -212,7 +212,7 @@ func testDeadProcessSession(t *testing.T, ns newStoreFunc) {
 		t.Errorf("the dead session still holds %d files and %d locks", d.SustainedCount, d.LockCount)
 	}
 	// The unlinked file is an orphan the live sessions have to answer for.
-	collectOrphans(t, append([]*meta.Client{fresh}, slices.Collect(maps.Values(others))...)...)
+	collectOrphans(t, append([]*meta.Session{fresh}, slices.Collect(maps.Values(others))...)...)
 	_, err = fresh.GetAttr(root, g.Ino)
 	wantErr(t, "unlinked open file of the dead session", err, syscall.ENOENT)
 	for name, ino := range held {
@@ -244,7 +244,7 @@ func testCleanedLockWaiter(t *testing.T, ns newStoreFunc) {
 	f := mkfile(t, holder, meta.RootIno, "f")
 	for _, kind := range []string{"flock", "posix"} {
 		t.Run(kind, func(t *testing.T) {
-			lock := func(c *meta.Client, typ uint32, block bool) error {
+			lock := func(c *meta.Session, typ uint32, block bool) error {
 				if kind == "flock" {
 					return lockErr(c.Flock(root, f.Ino, 1, typ, block))
 				}

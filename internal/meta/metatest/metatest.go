@@ -145,9 +145,9 @@ func format(t *testing.T, st store.Store, f *meta.Format) {
 }
 
 // newClient opens a client on st, closed at the end of t.
-func newClient(t *testing.T, st store.Store, conf meta.Config) *meta.Client {
+func newClient(t *testing.T, st store.Store, conf meta.Config) *meta.Session {
 	t.Helper()
-	c, err := meta.NewClient(context.Background(), st, conf)
+	c, err := meta.NewSession(context.Background(), st, conf)
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}
@@ -162,7 +162,7 @@ func newClient(t *testing.T, st store.Store, conf meta.Config) *meta.Client {
 // collectOrphans runs the orphan rounds of clients, all the live clients
 // of one volume, until files that lost their last name while others were
 // live and that none of them holds open are deleted: two passes suffice.
-func collectOrphans(t *testing.T, clients ...*meta.Client) {
+func collectOrphans(t *testing.T, clients ...*meta.Session) {
 	t.Helper()
 	for range 2 {
 		for _, c := range clients {
@@ -174,7 +174,7 @@ func collectOrphans(t *testing.T, clients ...*meta.Client) {
 }
 
 // setup formats a fresh store and opens a client with conf.
-func setup(t *testing.T, ns newStoreFunc, conf meta.Config) *meta.Client {
+func setup(t *testing.T, ns newStoreFunc, conf meta.Config) *meta.Session {
 	t.Helper()
 	st := openStore(t, ns)
 	format(t, st, testFormat())
@@ -189,7 +189,7 @@ var (
 )
 
 // mk creates name in parent with the given type and mode, failing t on error.
-func mk(t *testing.T, ctx context.Context, c *meta.Client, parent meta.Ino, name string, typ uint8, mode uint16) *meta.Attr {
+func mk(t *testing.T, ctx context.Context, c *meta.Session, parent meta.Ino, name string, typ uint8, mode uint16) *meta.Attr {
 	t.Helper()
 	nn := meta.NewNode{Type: typ, Mode: mode}
 	if typ == store.TypeSymlink {
@@ -202,12 +202,12 @@ func mk(t *testing.T, ctx context.Context, c *meta.Client, parent meta.Ino, name
 	return a
 }
 
-func mkfile(t *testing.T, c *meta.Client, parent meta.Ino, name string) *meta.Attr {
+func mkfile(t *testing.T, c *meta.Session, parent meta.Ino, name string) *meta.Attr {
 	t.Helper()
 	return mk(t, root, c, parent, name, store.TypeFile, 0o644)
 }
 
-func mkdir(t *testing.T, c *meta.Client, parent meta.Ino, name string) *meta.Attr {
+func mkdir(t *testing.T, c *meta.Session, parent meta.Ino, name string) *meta.Attr {
 	t.Helper()
 	return mk(t, root, c, parent, name, store.TypeDir, 0o755)
 }
@@ -231,7 +231,7 @@ func errnoName(e syscall.Errno) string {
 }
 
 // lookup returns the attributes of name in parent, failing t on error.
-func lookup(t *testing.T, c *meta.Client, parent meta.Ino, name string) *meta.Attr {
+func lookup(t *testing.T, c *meta.Session, parent meta.Ino, name string) *meta.Attr {
 	t.Helper()
 	a, err := c.Lookup(root, parent, []byte(name))
 	if err != nil {
@@ -241,7 +241,7 @@ func lookup(t *testing.T, c *meta.Client, parent meta.Ino, name string) *meta.At
 }
 
 // getattr returns the attributes of ino, failing t on error.
-func getattr(t *testing.T, c *meta.Client, ino meta.Ino) *meta.Attr {
+func getattr(t *testing.T, c *meta.Session, ino meta.Ino) *meta.Attr {
 	t.Helper()
 	a, err := c.GetAttr(root, ino)
 	if err != nil {
@@ -251,14 +251,14 @@ func getattr(t *testing.T, c *meta.Client, ino meta.Ino) *meta.Attr {
 }
 
 // wantGone fails t unless name is missing from parent.
-func wantGone(t *testing.T, c *meta.Client, parent meta.Ino, name string) {
+func wantGone(t *testing.T, c *meta.Session, parent meta.Ino, name string) {
 	t.Helper()
 	_, err := c.Lookup(root, parent, []byte(name))
 	wantErr(t, "lookup "+name, err, syscall.ENOENT)
 }
 
 // wantNlink fails t unless ino has n links.
-func wantNlink(t *testing.T, c *meta.Client, ino meta.Ino, n uint32) {
+func wantNlink(t *testing.T, c *meta.Session, ino meta.Ino, n uint32) {
 	t.Helper()
 	if got := getattr(t, c, ino).Nlink; got != n {
 		t.Fatalf("inode %d: nlink %d, want %d", ino, got, n)
@@ -266,7 +266,7 @@ func wantNlink(t *testing.T, c *meta.Client, ino meta.Ino, n uint32) {
 }
 
 // listAll reads every entry of dir in pages of limit.
-func listAll(t *testing.T, c *meta.Client, dir meta.Ino, limit int, plus bool) []meta.Entry {
+func listAll(t *testing.T, c *meta.Session, dir meta.Ino, limit int, plus bool) []meta.Entry {
 	t.Helper()
 	var out []meta.Entry
 	var after []byte
@@ -516,4 +516,23 @@ func testUnlinkRmdir(t *testing.T, ns newStoreFunc) {
 	wantErr(t, "getattr of removed dir", err, syscall.ENOENT)
 	_, err = c.Mknod(root, d.Ino, []byte("x"), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
 	wantErr(t, "mknod in removed dir", err, syscall.ENOENT)
+}
+
+// Write commits slice s, whose blocks are taken as stored, to chunk idx
+// of file ino through c, as a mount's writer does (WriteSliceAttr with no
+// held changes), and returns the file's attributes after.
+func Write(ctx context.Context, c meta.Ops, ino meta.Ino, idx uint32, s meta.Slice) (*meta.Attr, error) {
+	_, a, err := c.WriteSliceAttr(ctx, ino, idx, s, nil, false)
+	return a, err
+}
+
+// Committer is a session as the committer of a chunk writer
+// (chunk.Committer), for tests that write files without a VFS: its
+// slices commit with no held attribute changes.
+type Committer struct{ *meta.Session }
+
+// Commit commits slice s to chunk idx of ino.
+func (c Committer) Commit(ctx context.Context, ino meta.Ino, idx uint32, s meta.Slice, unsynced bool) (*meta.Attr, error) {
+	_, a, err := c.WriteSliceAttr(ctx, ino, idx, s, nil, unsynced)
+	return a, err
 }

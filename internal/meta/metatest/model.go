@@ -56,7 +56,7 @@ func (n *mnode) isDir() bool { return n.typ == store.TypeDir }
 
 type modelRun struct {
 	t     *testing.T
-	c     *meta.Client
+	c     *meta.Session
 	rng   *rand.Rand
 	seed  uint64
 	root  *mnode
@@ -539,7 +539,7 @@ func (r *modelRun) write() {
 		want = []syscall.Errno{syscall.EBADF}
 	}
 	if r.do(fmt.Sprintf("write %d chunk %d %+v", ino, idx, s), want, func() error {
-		_, err := r.c.Write(root, ino, idx, s)
+		_, err := Write(root, r.c, ino, idx, s)
 		return err
 	}) {
 		n.chunks[idx] = append(n.chunks[idx], s)

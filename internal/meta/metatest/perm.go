@@ -198,7 +198,7 @@ func testOwnership(t *testing.T, ns newStoreFunc) {
 // testKillSetID checks the mode change a write by a non-owner makes
 // (the FUSE kernel sends it before the write): clearing setuid and
 // setgid, and nothing else, is allowed to whoever may write the file.
-func testKillSetID(t *testing.T, c *meta.Client) {
+func testKillSetID(t *testing.T, c *meta.Session) {
 	t.Helper()
 	cases := []struct {
 		name      string

@@ -9,7 +9,7 @@ import (
 )
 
 // rename calls c.Rename as root on names and checks the errno.
-func rename(t *testing.T, c *meta.Client, sp meta.Ino, sn string, dp meta.Ino, dn string, flags uint32, want syscall.Errno) {
+func rename(t *testing.T, c *meta.Session, sp meta.Ino, sn string, dp meta.Ino, dn string, flags uint32, want syscall.Errno) {
 	t.Helper()
 	err := c.Rename(root, sp, []byte(sn), dp, []byte(dn), flags)
 	wantErr(t, "rename "+sn+" -> "+dn, err, want)
@@ -18,9 +18,9 @@ func rename(t *testing.T, c *meta.Client, sp meta.Ino, sn string, dp meta.Ino, d
 func testRename(t *testing.T, ns newStoreFunc) {
 	cases := []struct {
 		name string
-		fn   func(t *testing.T, c *meta.Client)
+		fn   func(t *testing.T, c *meta.Session)
 	}{
-		{"Simple", func(t *testing.T, c *meta.Client) {
+		{"Simple", func(t *testing.T, c *meta.Session) {
 			f := mkfile(t, c, meta.RootIno, "f")
 			d := mkdir(t, c, meta.RootIno, "d")
 			rename(t, c, meta.RootIno, "f", meta.RootIno, "g", 0, 0)
@@ -36,7 +36,7 @@ func testRename(t *testing.T, ns newStoreFunc) {
 			rename(t, c, meta.RootIno, "missing", meta.RootIno, "x", 0, syscall.ENOENT)
 			rename(t, c, meta.RootIno, "d", meta.RootIno, "x", meta.RenameNoReplace|meta.RenameExchange, syscall.EINVAL)
 		}},
-		{"DirAcrossParents", func(t *testing.T, c *meta.Client) {
+		{"DirAcrossParents", func(t *testing.T, c *meta.Session) {
 			p1 := mkdir(t, c, meta.RootIno, "p1")
 			p2 := mkdir(t, c, meta.RootIno, "p2")
 			x := mkdir(t, c, p1.Ino, "x")
@@ -49,7 +49,7 @@ func testRename(t *testing.T, ns newStoreFunc) {
 				t.Fatalf("after move, .. of x is %d, want p2 %d", up.Ino, p2.Ino)
 			}
 		}},
-		{"OverFile", func(t *testing.T, c *meta.Client) {
+		{"OverFile", func(t *testing.T, c *meta.Session) {
 			a := mkfile(t, c, meta.RootIno, "a")
 			b := mkfile(t, c, meta.RootIno, "b")
 			rename(t, c, meta.RootIno, "a", meta.RootIno, "b", 0, 0)
@@ -60,7 +60,7 @@ func testRename(t *testing.T, ns newStoreFunc) {
 			_, err := c.GetAttr(root, b.Ino)
 			wantErr(t, "getattr of replaced file", err, syscall.ENOENT)
 		}},
-		{"OverLinkedFile", func(t *testing.T, c *meta.Client) {
+		{"OverLinkedFile", func(t *testing.T, c *meta.Session) {
 			mkfile(t, c, meta.RootIno, "a")
 			b := mkfile(t, c, meta.RootIno, "b")
 			if _, err := c.Link(root, b.Ino, meta.RootIno, []byte("b2")); err != nil {
@@ -72,7 +72,7 @@ func testRename(t *testing.T, ns newStoreFunc) {
 				t.Fatalf("b2 is inode %d, want %d", got.Ino, b.Ino)
 			}
 		}},
-		{"OverEmptyDir", func(t *testing.T, c *meta.Client) {
+		{"OverEmptyDir", func(t *testing.T, c *meta.Session) {
 			a := mkdir(t, c, meta.RootIno, "a")
 			b := mkdir(t, c, meta.RootIno, "b")
 			wantNlink(t, c, meta.RootIno, 4)
@@ -84,7 +84,7 @@ func testRename(t *testing.T, ns newStoreFunc) {
 			_, err := c.GetAttr(root, b.Ino)
 			wantErr(t, "getattr of replaced dir", err, syscall.ENOENT)
 		}},
-		{"OverEmptyDirAcrossParents", func(t *testing.T, c *meta.Client) {
+		{"OverEmptyDirAcrossParents", func(t *testing.T, c *meta.Session) {
 			p := mkdir(t, c, meta.RootIno, "p")
 			a := mkdir(t, c, meta.RootIno, "a")
 			mkdir(t, c, p.Ino, "b")
@@ -95,7 +95,7 @@ func testRename(t *testing.T, ns newStoreFunc) {
 				t.Fatalf(".. of moved dir is %d, want %d", up.Ino, p.Ino)
 			}
 		}},
-		{"OverNonEmptyDir", func(t *testing.T, c *meta.Client) {
+		{"OverNonEmptyDir", func(t *testing.T, c *meta.Session) {
 			mkdir(t, c, meta.RootIno, "a")
 			b := mkdir(t, c, meta.RootIno, "b")
 			mkfile(t, c, b.Ino, "f")
@@ -103,7 +103,7 @@ func testRename(t *testing.T, ns newStoreFunc) {
 			lookup(t, c, meta.RootIno, "a")
 			lookup(t, c, b.Ino, "f")
 		}},
-		{"TypeMismatch", func(t *testing.T, c *meta.Client) {
+		{"TypeMismatch", func(t *testing.T, c *meta.Session) {
 			mkfile(t, c, meta.RootIno, "f")
 			mkdir(t, c, meta.RootIno, "d")
 			rename(t, c, meta.RootIno, "f", meta.RootIno, "d", 0, syscall.EISDIR)
@@ -111,7 +111,7 @@ func testRename(t *testing.T, ns newStoreFunc) {
 			lookup(t, c, meta.RootIno, "f")
 			lookup(t, c, meta.RootIno, "d")
 		}},
-		{"OverOwnHardLink", func(t *testing.T, c *meta.Client) {
+		{"OverOwnHardLink", func(t *testing.T, c *meta.Session) {
 			f := mkfile(t, c, meta.RootIno, "f")
 			if _, err := c.Link(root, f.Ino, meta.RootIno, []byte("h")); err != nil {
 				t.Fatal(err)
@@ -126,7 +126,7 @@ func testRename(t *testing.T, ns newStoreFunc) {
 			rename(t, c, meta.RootIno, "f", meta.RootIno, "f", 0, 0)
 			lookup(t, c, meta.RootIno, "f")
 		}},
-		{"NoReplace", func(t *testing.T, c *meta.Client) {
+		{"NoReplace", func(t *testing.T, c *meta.Session) {
 			a := mkfile(t, c, meta.RootIno, "a")
 			b := mkfile(t, c, meta.RootIno, "b")
 			rename(t, c, meta.RootIno, "a", meta.RootIno, "b", meta.RenameNoReplace, syscall.EEXIST)
@@ -138,7 +138,7 @@ func testRename(t *testing.T, ns newStoreFunc) {
 				t.Fatalf("c is inode %d, want %d", got.Ino, a.Ino)
 			}
 		}},
-		{"IntoOwnSubtree", func(t *testing.T, c *meta.Client) {
+		{"IntoOwnSubtree", func(t *testing.T, c *meta.Session) {
 			a := mkdir(t, c, meta.RootIno, "a")
 			b := mkdir(t, c, a.Ino, "b")
 			cc := mkdir(t, c, b.Ino, "c")
@@ -160,9 +160,9 @@ func testRename(t *testing.T, ns newStoreFunc) {
 func testRenameExchange(t *testing.T, ns newStoreFunc) {
 	cases := []struct {
 		name string
-		fn   func(t *testing.T, c *meta.Client)
+		fn   func(t *testing.T, c *meta.Session)
 	}{
-		{"Files", func(t *testing.T, c *meta.Client) {
+		{"Files", func(t *testing.T, c *meta.Session) {
 			a := mkfile(t, c, meta.RootIno, "a")
 			b := mk(t, root, c, meta.RootIno, "b", store.TypeSymlink, 0)
 			rename(t, c, meta.RootIno, "a", meta.RootIno, "b", meta.RenameExchange, 0)
@@ -180,7 +180,7 @@ func testRenameExchange(t *testing.T, ns newStoreFunc) {
 			}
 			rename(t, c, meta.RootIno, "a", meta.RootIno, "missing", meta.RenameExchange, syscall.ENOENT)
 		}},
-		{"DirAndFileAcrossParents", func(t *testing.T, c *meta.Client) {
+		{"DirAndFileAcrossParents", func(t *testing.T, c *meta.Session) {
 			p1 := mkdir(t, c, meta.RootIno, "p1")
 			p2 := mkdir(t, c, meta.RootIno, "p2")
 			d := mkdir(t, c, p1.Ino, "d")
@@ -201,7 +201,7 @@ func testRenameExchange(t *testing.T, ns newStoreFunc) {
 			}
 			lookup(t, c, d.Ino, "inside")
 		}},
-		{"DirsAcrossParents", func(t *testing.T, c *meta.Client) {
+		{"DirsAcrossParents", func(t *testing.T, c *meta.Session) {
 			p1 := mkdir(t, c, meta.RootIno, "p1")
 			p2 := mkdir(t, c, meta.RootIno, "p2")
 			x := mkdir(t, c, p1.Ino, "x")
@@ -224,7 +224,7 @@ func testRenameExchange(t *testing.T, ns newStoreFunc) {
 			rename(t, c, p1.Ino, "x", y.Ino, "loop", 0, syscall.EINVAL)
 			rename(t, c, p2.Ino, "y", y.Ino, "x", 0, 0) // x moves below y: fine
 		}},
-		{"IntoOwnSubtree", func(t *testing.T, c *meta.Client) {
+		{"IntoOwnSubtree", func(t *testing.T, c *meta.Session) {
 			a := mkdir(t, c, meta.RootIno, "a")
 			b := mkdir(t, c, a.Ino, "b")
 			mkfile(t, c, b.Ino, "f")

@@ -35,7 +35,7 @@ func (c *clock) add(d time.Duration) {
 
 // trashVolume formats a fresh store with a one-day trash and opens a client
 // with clk and rec.
-func trashVolume(t *testing.T, ns newStoreFunc, clk *clock, rec *deleteRecorder) (store.Store, *meta.Client) {
+func trashVolume(t *testing.T, ns newStoreFunc, clk *clock, rec *deleteRecorder) (store.Store, *meta.Session) {
 	t.Helper()
 	st := openStore(t, ns)
 	f := testFormat()
@@ -45,7 +45,7 @@ func trashVolume(t *testing.T, ns newStoreFunc, clk *clock, rec *deleteRecorder)
 }
 
 // trashHour returns the hour directory of the trash for time tm.
-func trashHour(t *testing.T, c *meta.Client, tm time.Time) *meta.Attr {
+func trashHour(t *testing.T, c *meta.Session, tm time.Time) *meta.Attr {
 	t.Helper()
 	return lookup(t, c, meta.TrashIno, tm.UTC().Format("2006-01-02-15"))
 }
@@ -56,7 +56,7 @@ func trashName(parent, ino meta.Ino, name string) string {
 }
 
 // names lists the entry names of dir.
-func names(t *testing.T, c *meta.Client, dir meta.Ino) []string {
+func names(t *testing.T, c *meta.Session, dir meta.Ino) []string {
 	t.Helper()
 	var out []string
 	for _, e := range listAll(t, c, dir, 100, false) {
@@ -66,7 +66,7 @@ func names(t *testing.T, c *meta.Client, dir meta.Ino) []string {
 }
 
 // flushDeletions runs c's deletion queues once.
-func flushDeletions(t *testing.T, c *meta.Client) {
+func flushDeletions(t *testing.T, c *meta.Session) {
 	t.Helper()
 	if err := c.FlushDeletions(root); err != nil {
 		t.Fatalf("flush deletions: %v", err)
@@ -323,7 +323,7 @@ func testTrashLease(t *testing.T, ns newStoreFunc) {
 	c2 := newClient(t, st, meta.Config{Now: clk.now, DeleteSlice: rec.delete})
 	f := mkfile(t, c1, meta.RootIno, "f")
 	wantErr(t, "unlink f", c1.Unlink(root, meta.RootIno, []byte("f")), 0)
-	expire := func(c *meta.Client, want bool) {
+	expire := func(c *meta.Session, want bool) {
 		t.Helper()
 		ran, err := c.ExpireTrash(root)
 		if err != nil || ran != want {

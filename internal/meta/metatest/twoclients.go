@@ -25,7 +25,7 @@ func TwoClients(t *testing.T, st1 store.Store, open2 func() store.Store) {
 	errs := make([]error, 2)
 	for i, st := range []store.Store{st1, st2} {
 		wg.Go(func() {
-			c, err := meta.NewClient(ctx, st, meta.Config{})
+			c, err := meta.NewSession(ctx, st, meta.Config{})
 			if err != nil {
 				errs[i] = err
 				return
@@ -51,7 +51,7 @@ func TwoClients(t *testing.T, st1 store.Store, open2 func() store.Store) {
 			t.Fatalf("client %d: %v", i, err)
 		}
 	}
-	c, err := meta.NewClient(ctx, st2, meta.Config{ReadOnly: true})
+	c, err := meta.NewSession(ctx, st2, meta.Config{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
-func statfs(t *testing.T, c *meta.Client) meta.StatFS {
+func statfs(t *testing.T, c *meta.Session) meta.StatFS {
 	t.Helper()
 	s, err := c.StatFS(root)
 	if err != nil {
@@ -72,7 +72,7 @@ func testInodeLimit(t *testing.T, ns newStoreFunc) {
 	if s := statfs(t, c); s.TotalSpace != 3*4096 || s.AvailInodes != 0 || s.UsedInodes != 3 {
 		t.Fatalf("statfs of a full volume: %+v", s)
 	}
-	_, err = c.Write(root, a.Ino, 0, newSlice(t, c, 0, 4097))
+	_, err = Write(root, c, a.Ino, 0, newSlice(t, c, 0, 4097))
 	wantErr(t, "write past the capacity", err, syscall.ENOSPC)
 	_, err = c.SetAttr(root, a.Ino, meta.SetSize, &meta.Attr{Length: 8192})
 	wantErr(t, "truncate past the capacity", err, syscall.ENOSPC)
@@ -123,7 +123,7 @@ func testReadOnly(t *testing.T, ns newStoreFunc) {
 		"setxattr":    func() error { return ro.SetXattr(root, f.Ino, "user.b", nil, 0) },
 		"removexattr": func() error { return ro.RemoveXattr(root, f.Ino, "user.a") },
 		"write": func() error {
-			_, err := ro.Write(root, f.Ino, 0, meta.Slice{Id: 1, Size: 1, Len: 1})
+			_, err := Write(root, ro, f.Ino, 0, meta.Slice{Id: 1, Size: 1, Len: 1})
 			return err
 		},
 		"open-write":   func() error { _, err := ro.Open(root, f.Ino, syscall.O_WRONLY); return err },
@@ -174,7 +174,7 @@ func testFormatTwice(t *testing.T, ns newStoreFunc) {
 	if _, err := meta.FormatVolume(ctx, openStore(t, ns), bad); err == nil {
 		t.Fatalf("format with block size 100 KiB succeeded")
 	}
-	if _, err := meta.NewClient(ctx, openStore(t, ns), meta.Config{}); err == nil {
+	if _, err := meta.NewSession(ctx, openStore(t, ns), meta.Config{}); err == nil {
 		t.Fatalf("client on an unformatted store succeeded")
 	}
 	// The root exists once, whatever the number of formats; turning the

@@ -1,17 +1,19 @@
 // Package remote runs a mount's metadata operations on the in-memory
 // metadata server: Client is the mount's side, an implementation of
-// vfs.Meta that sends each operation (lookup, create, rename, a slice's
-// commit, a lock, …) to the server in one request, and Decode is the
-// server's side, which runs it on a meta.Client attached to the mount's
-// session (meta.Attach). The POSIX core is the same code either way;
-// only where it runs changes: next to the records, so that an operation
-// costs one round trip instead of one per read and commit of its
-// transactions.
+// meta.Ops that sends each operation (lookup, create, rename, a slice's
+// commit, a lock, …) to the server in one request. What each operation
+// sends and gets back, and what the server runs, is its entry in the
+// operation table of package wire; this package adds what the mount's
+// side keeps: the handles counted open, the inodes locked, and the
+// session's caches kept in step (meta.Caches). The POSIX core is the
+// same code either way; only where it runs changes: next to the
+// records, so that an operation costs one round trip instead of one per
+// read and commit of its transactions.
 //
-// The mount's own meta.Client still owns the session (heartbeats,
+// The mount's own meta.Session still owns the session (heartbeats,
 // deletion of data, cleaning up after dead sessions), answers what
 // needs no engine (PreviewAttr, XattrSupported, NoXattrs) and hands out
-// slice ids from the batches it reserves.
+// slice ids from the batches it reserves (wire.Local).
 //
 // Retries. A call carries the client's id and a number; the server
 // remembers the replies of the last calls of each session, so a call
@@ -21,33 +23,66 @@
 // the handles it holds open, and the server takes the rest of the
 // session's state (files kept open after unlink, inodes with locks) from
 // the records. A call that the server ran before a restart and whose
-// reply was lost then runs again: a create finds its file there
-// (EEXIST, which the mount's create without O_EXCL takes as the file to
-// open), an unlink finds its name gone (ENOENT).
+// reply was lost is answered from the records when its operation is
+// wire.ClassRecorded, and runs again otherwise.
 package remote
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sluicefs/sluice/internal/meta"
-	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
+
+// Transport carries requests to the metadata server: the connection of
+// the volume's engine (meta/engine/sluice), which offers it when the
+// server is to run the mount's operations (Server).
+type Transport interface {
+	// Call sends a request of kind op whose body fill appends, and
+	// returns the reply.
+	Call(ctx context.Context, op byte, fill func(*wire.Buf)) (wire.Frame, error)
+	// Client returns the id the server knows this process by.
+	Client() uint64
+}
+
+// Server is the optional capability of an engine's database that can
+// run a mount's operations on the metadata server: ServerOps reports
+// whether the volume's URL asks for it.
+type Server interface {
+	Transport
+	ServerOps() bool
+}
+
+// Local is what the Client needs of the mount's own session: its id,
+// the bound of its calls, its caches, and the operations it answers
+// without the server (wire.Local).
+type Local interface {
+	Sid() uint64
+	Guard(ctx context.Context, call func(context.Context) error) error
+	GuardWait(ctx context.Context, call func(context.Context) error) error
+	Caches() meta.Caches
+	PreviewAttr(ctx context.Context, a *meta.Attr, mask uint32, in *meta.Attr) (*meta.Attr, bool)
+	XattrSupported(name string) bool
+	NoXattrs(a *meta.Attr) bool
+	NewSliceID(ctx context.Context) (uint64, error)
+	meta.LookerAhead
+}
+
+var _ Local = (*meta.Session)(nil)
 
 // Client is a mount's metadata service on the metadata server.
 type Client struct {
-	db    *sluice.DB
-	local *meta.Client
-	sid   uint64
-	atime string
-	reuse time.Duration
-	seq   atomic.Uint64
+	db     Transport
+	local  Local
+	caches meta.Caches
+	sid    uint64
+	atime  string
+	reuse  time.Duration
+	seq    atomic.Uint64
 
 	// attach is held for reading by each call from its request to the
 	// handles it counts, and for writing while the session is attached
@@ -77,8 +112,8 @@ type Options struct {
 // New attaches the session of local, a client of the volume on db's
 // server, and returns the Client that sends the session's operations to
 // the server.
-func New(ctx context.Context, db *sluice.DB, local *meta.Client, o Options) (*Client, error) {
-	c := &Client{db: db, local: local, sid: local.Sid(), atime: o.AtimeMode, reuse: o.DirAttrReuse, open: map[meta.Ino]int{}, posix: map[meta.Ino]bool{}, observe: o.Observe}
+func New(ctx context.Context, db Transport, local Local, o Options) (*Client, error) {
+	c := &Client{db: db, local: local, caches: local.Caches(), sid: local.Sid(), atime: o.AtimeMode, reuse: o.DirAttrReuse, open: map[meta.Ino]int{}, posix: map[meta.Ino]bool{}, observe: o.Observe}
 	if c.sid == 0 {
 		return nil, fmt.Errorf("remote operations need a session (a read-only mount has none)")
 	}
@@ -112,7 +147,7 @@ func (c *Client) reattach(ctx context.Context) error {
 		return fmt.Errorf("attach session %d: %w", c.sid, err)
 	}
 	if f.Kind != wire.StatusOK {
-		return fmt.Errorf("attach session %d: %w", c.sid, sluice.ReplyError(f))
+		return fmt.Errorf("attach session %d: %w", c.sid, wire.ReplyError(f))
 	}
 	return nil
 }
@@ -125,25 +160,52 @@ func (c *Client) Close(ctx context.Context) error {
 		return fmt.Errorf("detach session %d: %w", c.sid, err)
 	}
 	if f.Kind != wire.StatusOK {
-		return fmt.Errorf("detach session %d: %w", c.sid, sluice.ReplyError(f))
+		return fmt.Errorf("detach session %d: %w", c.sid, wire.ReplyError(f))
 	}
 	return nil
 }
 
-// call runs method on the server with the arguments fill appends, and
-// hands its results to read. after, when set, runs once the server has
-// answered (whether the method failed or not), before the session could
-// be attached again: it counts handles.
-func (c *Client) call(ctx context.Context, method uint64, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
-	return c.callAs(ctx, c.seq.Add(1), false, method, fill, read, after)
+// call runs op with arguments a on the server and returns its results;
+// an operation with Dirs records the directories' attributes the reply
+// carries in the session's caches.
+func call[A, R any](ctx context.Context, c *Client, op *wire.Op[A, R], a A) (R, error) {
+	return callAs(ctx, c, c.seq.Add(1), false, op, a, nil)
 }
 
 // callAs is call with the call's number; sentBefore flags the call as
-// sent again from its first send on.
-func (c *Client) callAs(ctx context.Context, seq uint64, sentBefore bool, method uint64, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
+// sent again from its first send on. after, when set, runs once the
+// server has answered (whether the operation failed or not), before the
+// session could be attached again: it counts handles.
+func callAs[A, R any](ctx context.Context, c *Client, seq uint64, sentBefore bool, op *wire.Op[A, R], a A, after func(R, error)) (R, error) {
 	if c.observe != nil {
-		defer func(start time.Time) { c.observe(MethodName(method), time.Since(start)) }(time.Now())
+		defer func(start time.Time) { c.observe(op.Name, time.Since(start)) }(time.Now())
 	}
+	var gen uint64
+	if op.Dirs != nil {
+		gen = c.caches.DirsBegin()
+	}
+	var res R
+	var dirs []*meta.Attr
+	var done func(error)
+	if after != nil {
+		done = func(err error) { after(res, err) }
+	}
+	cred := meta.CredOf(ctx)
+	err := c.guarded(ctx, seq, sentBefore, func(b *wire.Buf) { op.Request(b, cred, a) },
+		func(r *wire.Reader) { res, dirs = op.Reply(r) }, done)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	if op.Dirs != nil {
+		c.caches.RecordDirs(gen, dirs...)
+	}
+	return res, nil
+}
+
+// guarded sends a call under the session's bound (meta.Session.Guard),
+// or for a lock request that may wait, its outage watch alone.
+func (c *Client) guarded(ctx context.Context, seq uint64, sentBefore bool, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
 	guard := c.local.Guard
 	if ctx.Value(waitingCall{}) != nil {
 		guard = c.local.GuardWait
@@ -151,7 +213,7 @@ func (c *Client) callAs(ctx context.Context, seq uint64, sentBefore bool, method
 	sent := false
 	err := guard(ctx, func(ctx context.Context) error {
 		sent = true
-		return c.send(ctx, seq, sentBefore, method, fill, read, after)
+		return c.send(ctx, seq, sentBefore, fill, read, after)
 	})
 	if !sent && after != nil {
 		// Failed at once, the metadata server known not to answer: the
@@ -175,10 +237,9 @@ func waiting(ctx context.Context, block bool) context.Context {
 	return context.WithValue(ctx, waitingCall{}, true)
 }
 
-// send makes the call once the session's client let it (meta.Client.Guard):
-// ctx then ends within the mount's --meta-timeout.
-func (c *Client) send(ctx context.Context, seq uint64, sentBefore bool, method uint64, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
-	cred := meta.CredOf(ctx)
+// send makes the call once the session let it (meta.Session.Guard): ctx
+// then ends within the mount's --meta-timeout.
+func (c *Client) send(ctx context.Context, seq uint64, sentBefore bool, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
 	sends := 0 // the engine sends the call again on a new connection
 	for attempt := 0; ; attempt++ {
 		c.attach.RLock()
@@ -191,11 +252,7 @@ func (c *Client) send(ctx context.Context, seq uint64, sentBefore bool, method u
 				flags |= wire.CallSentAgain
 			}
 			b.Byte(flags)
-			b.Uvarint(method)
-			putCred(b, cred)
-			if fill != nil {
-				fill(b)
-			}
+			fill(b)
 		})
 		if err == nil && f.Kind == wire.StatusNoSession {
 			c.attach.RUnlock()
@@ -225,9 +282,6 @@ func (c *Client) send(ctx context.Context, seq uint64, sentBefore bool, method u
 func result(f wire.Frame, read func(*wire.Reader)) error {
 	switch f.Kind {
 	case wire.StatusOK:
-		if read == nil {
-			return nil
-		}
 		r := wire.NewReader(f.Body)
 		read(r)
 		if err := r.Done(); err != nil {
@@ -235,34 +289,7 @@ func result(f wire.Frame, read func(*wire.Reader)) error {
 		}
 		return nil
 	case wire.StatusErrno:
-		r := wire.NewReader(f.Body)
-		kind, errno, msg := r.Uvarint(), syscall.Errno(r.Uvarint()), r.Bytes()
-		if err := r.Done(); err != nil {
-			return fmt.Errorf("metadata server reply: %w", err)
-		}
-		switch kind {
-		case wire.ErrnoPOSIX:
-			return errno
-		case wire.ErrnoNoInode:
-			return meta.ErrNoInode
-		}
-		return fmt.Errorf("metadata server: %s", msg)
+		return wire.DecodeError(f.Body)
 	}
-	return sluice.ReplyError(f)
-}
-
-// EncodeError appends err to a StatusErrno reply.
-func EncodeError(b *wire.Buf, err error) {
-	kind := uint64(wire.ErrnoIO)
-	errno := meta.Errno(err)
-	var e syscall.Errno
-	switch {
-	case errors.Is(err, meta.ErrNoInode):
-		kind = wire.ErrnoNoInode
-	case errors.As(err, &e) || errno == syscall.EINTR:
-		kind = wire.ErrnoPOSIX
-	}
-	b.Uvarint(kind)
-	b.Uvarint(uint64(errno))
-	b.Bytes([]byte(err.Error()))
+	return wire.ReplyError(f)
 }

@@ -71,7 +71,7 @@ func openDB(t testing.TB, url string) *sluice.DB {
 func vfsOptions(t *testing.T, o vfstest.Options) vfstest.Options {
 	db := openDB(t, startServer(t).url)
 	o.Store = func(t *testing.T) store.Store { return kvstore.New(db) }
-	o.OnClient = func(t *testing.T, c *meta.Client) vfs.Meta {
+	o.OnClient = func(t *testing.T, c *meta.Session) vfs.Meta {
 		rc, err := remote.New(context.Background(), db, c, remote.Options{AtimeMode: o.Meta.AtimeMode, DirAttrReuse: o.Meta.DirAttrReuse})
 		if err != nil {
 			t.Fatal(err)
@@ -113,7 +113,7 @@ func TestVFS(t *testing.T) {
 // and the remote client of its operations.
 type volume struct {
 	db    *sluice.DB
-	local *meta.Client
+	local *meta.Session
 	rc    *remote.Client
 }
 
@@ -128,7 +128,7 @@ func newVolumeWith(t *testing.T, url string, conf meta.Config) *volume {
 	if _, err := meta.FormatVolume(ctx, st, f); err != nil {
 		t.Fatal(err)
 	}
-	local, err := meta.NewClient(ctx, st, conf)
+	local, err := meta.NewSession(ctx, st, conf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,7 +550,7 @@ func BenchmarkMeta(b *testing.B) {
 		if _, err := meta.FormatVolume(ctx, st, metatest.BenchFormat()); err != nil {
 			tb.Fatal(err)
 		}
-		local, err := meta.NewClient(ctx, st, meta.Config{})
+		local, err := meta.NewSession(ctx, st, meta.Config{})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -632,7 +632,7 @@ func TestDirAttrsOfOwnChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	conf := meta.Config{DirAttrReuse: time.Minute}
-	local, err := meta.NewClient(ctx, st, conf)
+	local, err := meta.NewSession(ctx, st, conf)
 	if err != nil {
 		t.Fatal(err)
 	}

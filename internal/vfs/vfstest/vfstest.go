@@ -57,7 +57,7 @@ type Options struct {
 	// volume's client (the client of the metadata server that sends the
 	// session's operations whole, for one); a Meta with a Close(ctx)
 	// method is closed after the VFS and before the client.
-	OnClient func(t *testing.T, c *meta.Client) vfs.Meta
+	OnClient func(t *testing.T, c *meta.Session) vfs.Meta
 }
 
 // New formats a volume and returns a VFS over it, closed when the test
@@ -93,7 +93,7 @@ func New(t *testing.T, o Options) *vfs.VFS {
 	if mc.RestoreSlice == nil {
 		mc.RestoreSlice = s.RestoreSlice
 	}
-	c, err := meta.NewClient(ctx, st, mc)
+	c, err := meta.NewSession(ctx, st, mc)
 	if err != nil {
 		t.Fatalf("new meta client: %v", err)
 	}

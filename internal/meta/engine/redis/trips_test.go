@@ -65,7 +65,7 @@ func countTrips(tb testing.TB, ctx context.Context, d *DB) (*tripCounter, contex
 
 // newBenchClient formats a volume in a fresh namespace of the server env
 // names and returns a meta client on it, the database, and a directory.
-func newBenchClient(tb testing.TB, env string) (*meta.Client, *DB, meta.Ino) {
+func newBenchClient(tb testing.TB, env string) (*meta.Session, *DB, meta.Ino) {
 	tb.Helper()
 	ctx := context.Background()
 	d := openDBNoCache(tb, freshURL(tb, env))
@@ -74,7 +74,7 @@ func newBenchClient(tb testing.TB, env string) (*meta.Client, *DB, meta.Ino) {
 	if _, err := meta.FormatVolume(ctx, st, &meta.Format{Name: "bench", UUID: "u", Storage: "mem", Bucket: "x", BlockSize: 4096}); err != nil {
 		tb.Fatal(err)
 	}
-	c, err := meta.NewClient(ctx, st, meta.Config{})
+	c, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
 
 // errConnLost reports a request whose connection broke before its

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
 
 // txn reads the server's snapshot through its buffered writes (a nil

@@ -1,4 +1,4 @@
-package remote_test
+package wire_test
 
 import (
 	"context"
@@ -8,9 +8,8 @@ import (
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/mem"
 	"github.com/sluicefs/sluice/internal/meta/metatest"
-	"github.com/sluicefs/sluice/internal/meta/remote"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
-	"github.com/sluicefs/sluice/internal/metaserver/wire"
+	"github.com/sluicefs/sluice/internal/wire"
 )
 
 // FuzzDecode feeds the server's decoder of calls arbitrary bodies: it
@@ -50,13 +49,13 @@ func FuzzDecode(f *testing.F) {
 	if _, err := meta.FormatVolume(ctx, st, metatest.BenchFormat()); err != nil {
 		f.Fatal(err)
 	}
-	m, err := meta.NewClient(ctx, st, meta.Config{})
+	m, err := meta.NewSession(ctx, st, meta.Config{})
 	if err != nil {
 		f.Fatal(err)
 	}
 	defer m.Close(ctx)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		call, err := remote.Decode(wire.NewReader(body))
+		call, err := wire.Decode(wire.NewReader(body))
 		if err != nil {
 			return
 		}
