@@ -10,6 +10,70 @@ import (
 
 // Held changes and copies: attribute changes and copy_file_range held back
 // on an open file, to commit with its next slice or together later.
+//
+// Unpacking an archive writes a file and then sets its times, owner and
+// mode; cp -a copies it (copy_file_range) and then sets its mode and
+// times. Each would be a transaction of its own. Instead the open file
+// answers such a request at once from a preview and holds it back in
+// f.mu, so that it rides on a transaction the file needs anyway: the
+// commit of its next slice (Commit: meta WriteSliceAttr applies the
+// changes after the slice) or of a held copy (commitCopy: CopyCommitter).
+// This mount sees the change at once; other mounts when it commits, as
+// they see writes.
+//
+// What f.mu holds besides buffered writes is in one of four states:
+//
+//   - idle: nothing (held empty, copy nil).
+//   - holding: held lists attribute changes that PreviewAttr could decide
+//     from the attributes alone (owner, mode, times), in the order asked,
+//     each with its caller's credentials and "now" resolved when asked;
+//     heldTimes tells that one of them sets times.
+//   - copying: copy is a copy_file_range into f, and held lists the
+//     changes asked for after it. The source lists f in its copiedTo.
+//   - closed: the last handle went with nothing held (closed set). The
+//     file has left the open-file table for good: hold and holdCopy
+//     refuse, and their callers go to the engine at once.
+//
+// Transitions:
+//
+//	from     event                                      to
+//	idle     hold                                       holding
+//	idle     holdCopy (after flushing both files)       copying
+//	idle     last release (VFS.unref)                   closed
+//	holding  hold                                       holding
+//	holding  slice commit (Commit takes held along)     idle
+//	holding  applyHeld (ApplyAttrChanges)               idle
+//	holding  last release: applyHeld first              idle, then closed
+//	copying  hold                                       copying
+//	copying  slice commit                               copying (takes nothing)
+//	copying  applyHeld (commitCopy: copy and held)      idle
+//
+// A failed slice commit or applyHeld puts the changes back before any
+// held since (returnHeldLocked, which sets heldTimes not knowing): the
+// file stays holding. A failed copy is dropped all the same, never
+// retried: copyErr keeps its error for every later flush to report, and
+// the changes held after it go back (holding, or idle when none were).
+// A last release whose applyHeld failed leaves the file out of the table
+// but still holding, for heldTimer to retry.
+//
+// Who calls applyHeld: flush (Flush, Fsync, Release, a lock's release,
+// VFS.Close), after the buffered writes, for what no commit took along;
+// heldTimer, armed by the first change held and disarmed by every
+// applyHeldIn, heldDelay later unless writes are still buffered (their
+// commit will take the changes: it waits again); and whatever the held
+// state must precede: a change PreviewAttr cannot decide (VFS.SetAttr;
+// a truncation flushes), an xattr change, an open while a chmod or chown
+// is held (it checks permissions in the engine), a read of a file holding
+// a copy (the copy's slices are not in its lists yet), and, through
+// flush, an access time to record, a write after held times (they would
+// cover its mtime) or to a file holding a copy, a fallocate and a
+// copy_file_range. A flush of a copy's source (its write, truncation,
+// fallocate, close) first commits the copies from it (commitCopiesFrom).
+//
+// While anything is held, f.mu.attr is the preview: the attributes with
+// the held changes, and a held copy's length and mtime, applied.
+// setAttrLocked leaves it alone and overlayAttr shows it in every reply,
+// until the commit's own attributes replace it.
 
 // heldCopy is a copy_file_range held back on the file it copies into.
 type heldCopy struct {

@@ -16,6 +16,9 @@ import (
 
 // openFile is the state shared by all handles of one regular file: its
 // writer, its length as this mount knows it, and the slice lists it read.
+// The attribute changes and copy it holds back (held, copy and the fields
+// beside them) form a state machine described in held.go ("Held changes
+// and copies"); its writer commits through it (Commit, in commit.go).
 type openFile struct {
 	ino  meta.Ino
 	meta Meta
