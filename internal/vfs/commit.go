@@ -8,7 +8,8 @@ import (
 
 // The commit path of buffered writes: openFile is the chunk.Committer of
 // its writer, and each slice the writer commits takes the attribute
-// changes held on the file along; flush drives it all to the end.
+// changes held on the file along; flush drives it all to the end. See
+// docs/architecture.md, "How a write is committed".
 
 // NewSliceID allocates a slice id.
 func (f *openFile) NewSliceID(ctx context.Context) (uint64, error) { return f.meta.NewSliceID(ctx) }
