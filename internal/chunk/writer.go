@@ -11,8 +11,17 @@ import (
 	"github.com/sluicefs/sluice/internal/object"
 )
 
-// Committer allocates slice ids and records stored slices in metadata;
-// *meta.Session implements it.
+// Committer allocates slice ids and records stored slices in metadata. A
+// FileWriter calls Commit once per slice it keeps, after the slice's
+// blocks are stored and the slices started before it in its chunk are
+// committed: commits of one chunk come in order, those of different
+// chunks may overlap. It calls it from a background goroutine, or from
+// the one running Flush, but always with a context of no request (one
+// that nobody cancels). The open files of package vfs implement it, to
+// fold the attribute changes held on a file into the slice's transaction
+// and keep their caches current (metatest.Committer commits a slice alone,
+// for tests). docs/architecture.md ("How a write is
+// committed") draws the whole path.
 type Committer interface {
 	NewSliceID(ctx context.Context) (uint64, error)
 	// Commit adds s to chunk idx of ino; unsynced tells that its blocks
