@@ -53,6 +53,7 @@ type SyntaxError struct {
 	Msg  string // what is wrong
 }
 
+// Error returns the line and what is wrong with it.
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("access log line %q: %s", e.Line, e.Msg)
 }

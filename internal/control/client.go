@@ -52,6 +52,7 @@ type Error struct {
 	Errno syscall.Errno // 0 when not a POSIX error
 }
 
+// Error returns the operation and the mount's message.
 func (e *Error) Error() string { return e.Op + ": " + e.Msg }
 
 // Unwrap returns the errno, so that errors.Is(err, syscall.EPERM) works.

@@ -84,7 +84,7 @@ func Load(ctx context.Context, st store.Store, r io.Reader, opts LoadOptions) (*
 	if err != nil {
 		l.stop()
 		if werr := wipe(context.WithoutCancel(ctx), st); werr != nil {
-			return nil, fmt.Errorf("%w (and removing what was loaded failed too: %v; run the load again to retry, it removes the leftovers first)", err, werr)
+			return nil, fmt.Errorf("%w (and removing what was loaded failed too: %v; run the load again to retry, it removes the leftovers first)", err, werr) //lint:nowrap the load's error is the cause; the cleanup's is only reported
 		}
 		return nil, fmt.Errorf("%w (nothing was loaded: the metadata engine is empty again)", err)
 	}

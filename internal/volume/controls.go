@@ -78,7 +78,7 @@ func decodeArgs(req control.Request, args any) error {
 		return nil
 	}
 	if err := json.Unmarshal(req.Args, args); err != nil {
-		return fmt.Errorf("%s: bad arguments: %v: %w", req.Op, err, syscall.EINVAL)
+		return fmt.Errorf("%s: bad arguments: %v: %w", req.Op, err, syscall.EINVAL) //lint:nowrap the cause is EINVAL, the errno the caller gets; the decoder's words only explain it
 	}
 	return nil
 }
