@@ -119,7 +119,7 @@ func (b bounded) guard(ctx context.Context, call func(context.Context) error, ag
 	if !errors.Is(err, context.DeadlineExceeded) {
 		// Keep the driver's words, and make the cause the deadline (a
 		// driver may report it as a cancellation, which means EINTR).
-		err = fmt.Errorf("%v: %w", err, context.DeadlineExceeded)
+		err = fmt.Errorf("%v: %w", err, context.DeadlineExceeded) //lint:nowrap the bound is the cause, not the driver's error
 	}
 	return fmt.Errorf("metadata engine %s did not answer within %v: %w", b.Name(), b.d, err)
 }

@@ -57,7 +57,7 @@ func Destroy(ctx context.Context, st store.Store, uuid string, opts DestroyOptio
 			return err
 		}
 		if cur, err := DecodeFormat(b); err != nil || cur.UUID != uuid {
-			return fmt.Errorf("the volume's settings changed meanwhile (%v)", err)
+			return fmt.Errorf("the volume's settings changed meanwhile (%v)", err) //lint:nowrap err may be nil here
 		}
 		for _, c := range counters {
 			tx.SetCounter(c, 0)

@@ -50,7 +50,7 @@ var thisProcess = sync.OnceValues(func() (procIdentity, bool) {
 func readThisProcess() (procIdentity, error) {
 	pid := os.Getpid()
 	if self, err := os.Readlink("/proc/self"); err != nil || self != strconv.Itoa(pid) {
-		return procIdentity{}, fmt.Errorf("/proc does not show this process as pid %d (%q, %v)", pid, self, err)
+		return procIdentity{}, fmt.Errorf("/proc does not show this process as pid %d (%q, %v)", pid, self, err) //lint:nowrap err may be nil here
 	}
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {

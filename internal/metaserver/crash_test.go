@@ -27,28 +27,29 @@ const serverEnv = "SLUICE_TEST_METASERVER" // DIR,ADDR,CHECKPOINT-BYTES
 
 func TestMain(m *testing.M) {
 	if v := os.Getenv(serverEnv); v != "" {
-		serveChild(v)
-		return
+		os.Exit(serveChild(v))
 	}
 	os.Exit(m.Run())
 }
 
-func serveChild(v string) {
+// serveChild runs the server of a child process until SIGTERM and
+// returns the process's exit code.
+func serveChild(v string) int {
 	var dir, addr string
 	var cp int64
 	if _, err := fmt.Sscanf(v, "%s %s %d", &dir, &addr, &cp); err != nil {
 		fmt.Fprintln(os.Stderr, "bad", serverEnv, v, err)
-		os.Exit(2)
+		return 2
 	}
 	srv, err := metaserver.Open(metaserver.Options{Dir: dir, CheckpointBytes: cp})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	go srv.Serve(l)
 	done := make(chan os.Signal, 1)
@@ -56,9 +57,9 @@ func serveChild(v string) {
 	<-done
 	if err := srv.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
-	os.Exit(0)
+	return 0
 }
 
 // child is a server process.

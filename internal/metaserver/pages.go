@@ -71,8 +71,8 @@ func (p *page) content() []byte {
 	}
 	d, err := zstdDecoder().DecodeAll(p.z, make([]byte, 0, pageMax))
 	if err != nil {
-		// The bytes were compressed by this process and never written
-		// since: only memory corruption gets here.
+		// unreachable: the bytes were compressed by this process and
+		// never written since: only memory corruption gets here.
 		panic(fmt.Sprintf("metaserver: compressed page starting %q does not decompress: %v", p.first, err))
 	}
 	return d
@@ -82,14 +82,14 @@ var (
 	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
 		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
 		if err != nil {
-			panic(err)
+			panic(err) // unreachable: constant options never fail
 		}
 		return e
 	})
 	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
 		d, err := zstd.NewReader(nil, zstd.WithDecoderLowmem(true))
 		if err != nil {
-			panic(err)
+			panic(err) // unreachable: constant options never fail
 		}
 		return d
 	})

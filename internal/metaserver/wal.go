@@ -150,7 +150,7 @@ func readSegment(path string, fn func(*record) error) (good int64, err error) {
 		}
 		rec, err := decodeRecord(body)
 		if err != nil {
-			return good, fmt.Errorf("%w at offset %d: %v", errBadRecord, good, err)
+			return good, fmt.Errorf("%w at offset %d: %v", errBadRecord, good, err) //lint:nowrap errBadRecord is what recovery tests for
 		}
 		if err := fn(rec); err != nil {
 			return good, err

@@ -113,7 +113,7 @@ func config(rawURL string) (sqlstore.Config, error) {
 func pool(conf *mysql.Config) (*sql.DB, error) {
 	conn, err := mysql.NewConnector(conf)
 	if err != nil {
-		return nil, fmt.Errorf("malformed MySQL URL: %v (expected %s)", err, urlForm)
+		return nil, fmt.Errorf("malformed MySQL URL: %w (expected %s)", err, urlForm)
 	}
 	p := sql.OpenDB(session{conn})
 	// Keep connections for concurrent file operations rather than

@@ -147,7 +147,7 @@ func parseURL(raw string) (*options, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // url.Error repeats the URL, password included
 		}
-		return nil, fmt.Errorf("malformed Redis URL: %v", err)
+		return nil, fmt.Errorf("malformed Redis URL: %w", err)
 	}
 	o := &options{prefix: "sluice"}
 	switch u.Scheme {
@@ -189,7 +189,7 @@ func parseURL(raw string) (*options, error) {
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("malformed Redis URL query: %v", err)
+		return nil, fmt.Errorf("malformed Redis URL query: %w", err)
 	}
 	for k, v := range q {
 		if k != "prefix" {
@@ -318,7 +318,7 @@ func probe(ctx context.Context, addrs []string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("cannot reach Redis at %s: %v", strings.Join(addrs, ","), err)
+	return fmt.Errorf("cannot reach Redis at %s: %w", strings.Join(addrs, ","), err)
 }
 
 // describeOpenError turns a failed first contact into a one-line error a
@@ -330,19 +330,19 @@ func describeOpenError(o *options, err error) error {
 		return fmt.Errorf("cannot reach Redis at %s: no answer to PING within %v", where, o.wait)
 	}
 	if !errors.As(err, &re) {
-		return fmt.Errorf("cannot reach Redis at %s: %v", where, err)
+		return fmt.Errorf("cannot reach Redis at %s: %w", where, err)
 	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "NOAUTH"),
 		strings.Contains(msg, "invalid password"), strings.Contains(msg, "AUTH"):
-		return fmt.Errorf("authentication to Redis at %s failed (check the user and password in the URL or REDIS_PASSWORD): %v", where, err)
+		return fmt.Errorf("authentication to Redis at %s failed (check the user and password in the URL or REDIS_PASSWORD): %w", where, err)
 	case strings.Contains(msg, "DB index is out of range"):
-		return fmt.Errorf("bad database number %d in Redis URL: the server at %s has fewer databases: %v", o.db, where, err)
+		return fmt.Errorf("bad database number %d in Redis URL: the server at %s has fewer databases: %w", o.db, where, err)
 	case strings.Contains(msg, "SELECT is not allowed in cluster mode"):
 		return fmt.Errorf("bad database number %d in Redis URL: %s is a cluster node and Redis Cluster has only database 0", o.db, where)
 	}
-	return fmt.Errorf("Redis at %s: %v", where, err)
+	return fmt.Errorf("Redis at %s: %w", where, err)
 }
 
 // checkEviction refuses servers that may evict keys without a TTL: losing
@@ -356,7 +356,7 @@ func checkEviction(ctx context.Context, c redis.UniversalClient) error {
 			if errors.As(err, &re) {
 				return nil // CONFIG renamed, disabled or not permitted
 			}
-			return fmt.Errorf("cannot reach Redis at %s: %v", c.Options().Addr, err)
+			return fmt.Errorf("cannot reach Redis at %s: %w", c.Options().Addr, err)
 		}
 		if p := m["maxmemory-policy"]; strings.HasPrefix(p, "allkeys-") {
 			return fmt.Errorf("Redis at %s has maxmemory-policy %s, which may evict metadata: set it to noeviction", c.Options().Addr, p)

@@ -319,7 +319,7 @@ func (s *trackStream) handshake(conn net.Conn, r *bufio.Reader) error {
 				return errNoTracking
 			}
 			if i == n-2 {
-				return fmt.Errorf("%w: %v", errNoTracking, e)
+				return fmt.Errorf("%w: %v", errNoTracking, e) //lint:nowrap errNoTracking is what callers test for
 			}
 			if a, ok := redirection(e); ok {
 				s.moved = a
