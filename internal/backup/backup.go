@@ -1,7 +1,7 @@
 // Package backup backs up a volume's metadata into its own bucket, as
 // `sluice mount --backup-meta` does: once per interval, one client of the
 // volume (whichever wins the lease in the metadata engine, see
-// meta.Client.BackupLease) writes a gzip-compressed dump of the whole
+// meta.Session.BackupLease) writes a gzip-compressed dump of the whole
 // volume (the format of `sluice dump`, without the object storage
 // secrets) to meta/dump-YYYY-MM-DD-HHMMSS.json.gz among the volume's
 // objects, then deletes older backups as Rotate says.

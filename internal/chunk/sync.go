@@ -55,7 +55,7 @@ type syncer struct {
 
 // TrackSyncs lets writers defer the bucket's syncs, when the bucket can
 // and blocks are not staged, and reports whether they will. synced
-// forgets slices once their blocks are durable (meta.Client.Synced). Call
+// forgets slices once their blocks are durable (meta.Session.Synced). Call
 // it once, before the first writer, and StopSyncs before the metadata
 // client closes.
 func (s *Store) TrackSyncs(synced func(ctx context.Context, ss []meta.UnsyncedSlice) error) bool {

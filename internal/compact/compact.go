@@ -5,7 +5,7 @@
 // overwritten bytes stored. Policy decides, from a list alone, what to
 // keep, what to drop and what to copy; a Compactor carries the plan out:
 // it copies the visible bytes of the slices to rewrite into one new slice
-// and asks meta.Client.CompactChunk to swap the list in one transaction,
+// and asks meta.Session.CompactChunk to swap the list in one transaction,
 // which succeeds only if the list did not change meanwhile (but for slices
 // appended after it). The replaced slices are deleted at once:
 // chunk.Store.Delete waits for this mount's reads that may still use

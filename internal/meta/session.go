@@ -151,7 +151,7 @@ func (c *Client) otherSessions(ctx context.Context, match func(store.Session) bo
 // cleanDeadLocalSessions cleans up, at once, after the sessions whose
 // process ran on this host, boot and pid namespace and is gone (see
 // hostproc.go), whatever their last heartbeat: a mount killed with
-// SIGKILL, or crashed, and mounted again. NewClient runs it right after
+// SIGKILL, or crashed, and mounted again. NewSession runs it right after
 // registering its own session, before the caller serves anything.
 // Sessions of other hosts, and those it cannot tell about, are left to
 // expire by heartbeat (CleanStaleSessions).

@@ -158,7 +158,7 @@ func testStaleSession(t *testing.T, ns newStoreFunc) {
 }
 
 // testDeadProcessSession checks that a new client cleans up at once,
-// before NewClient returns, after a session of this host whose process is
+// before NewSession returns, after a session of this host whose process is
 // gone, whatever its heartbeat, and leaves every other session alone. The
 // dead mount is faked as a session of this process's pid with another
 // start time: the pid of an exited process, taken again (here by this
