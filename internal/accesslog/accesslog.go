@@ -13,7 +13,10 @@
 // slow reader lost lines ("#dropped N lines: the reader was too slow").
 //
 // Parse reads one line; Profile adds up the lines per operation, as
-// `sluice profile` shows them.
+// `sluice profile` shows them: Profile.Replay a copy of the log saved
+// earlier, interval by interval of the log's time, and Follow the lines
+// of a live mount's .accesslog as they come. Printing the figures is the
+// command's business.
 package accesslog
 
 import (

@@ -11,7 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/sluicefs/sluice/internal/bench"
 )
 
 // benchLeftovers fails t when dir still holds a bench directory.
@@ -72,20 +73,6 @@ func TestBenchFlagErrors(t *testing.T) {
 	}
 }
 
-// TestBenchDropCachesNeedsRoot: --drop-caches where the drop_caches file
-// cannot be written fails before any work, saying which file.
-func TestBenchDropCachesNeedsRoot(t *testing.T) {
-	dir := t.TempDir()
-	o := benchDefaults()
-	o.dropCaches = true
-	o.dropFile = filepath.Join(dir, "no-such-dir", "drop_caches") // unwritable even for root
-	err := runBench(context.Background(), io.Discard, dir, &o)
-	if err == nil || !strings.Contains(err.Error(), "--drop-caches: cannot write "+o.dropFile) {
-		t.Fatalf("bench --drop-caches without the right: error %v", err)
-	}
-	benchLeftovers(t, dir)
-}
-
 func TestBenchSizeFlags(t *testing.T) {
 	tests := []struct {
 		flag, value string
@@ -111,23 +98,19 @@ func TestBenchSizeFlags(t *testing.T) {
 			}
 		})
 	}
-	d := benchDefaults()
-	if d.threads != 1 || d.blockSize != 1<<20 || d.bigFileSize != 1<<30 || d.smallFileSize != 128<<10 || d.smallFileCount != 100 {
-		t.Errorf("defaults = %+v, want those of juicefs bench", d)
-	}
 }
 
 // sampleBenchReport returns a report of given figures: big files at 256
 // and 512 MiB/s, small files at 200 and 400 files/s, stats at 10,000/s.
-func sampleBenchReport() *benchReport {
-	r := &benchReport{Path: "/mnt/vol/sub", Sluice: true, Volume: "vol", MountPoint: "/mnt/vol", FSType: "fuse.sluice",
+func sampleBenchReport() *bench.Report {
+	r := &bench.Report{Path: "/mnt/vol/sub", Sluice: true, Volume: "vol", MountPoint: "/mnt/vol", FSType: "fuse.sluice",
 		Source: "sluice:vol", Threads: 1, BlockSize: 1 << 20, BigFileSize: 1 << 30, SmallFileSize: 128 << 10,
-		SmallFileCount: 100, Cache: benchCache{Root: true, DropCachesWritable: false}, ElapsedSeconds: 8.04}
-	r.BigWrite.record(1, 1024, 1<<30, 4*time.Second, 4*time.Second, "block")
-	r.BigRead.record(1, 1024, 1<<30, 2*time.Second, 2*time.Second, "block")
-	r.SmallWrite.record(100, 100, 100*128<<10, 500*time.Millisecond, 500*time.Millisecond, "file")
-	r.SmallRead.record(100, 100, 100*128<<10, 250*time.Millisecond, 250*time.Millisecond, "file")
-	r.Stat.record(100, 100, 0, 10*time.Millisecond, 10*time.Millisecond, "stat")
+		SmallFileCount: 100, Cache: bench.Cache{Root: true, DropCachesWritable: false}, ElapsedSeconds: 8.04}
+	r.BigWrite = bench.Item{Value: 256, Unit: "MiB/s", LatencyMS: 4000.0 / 1024, LatencyPer: "block"}
+	r.BigRead = bench.Item{Value: 512, Unit: "MiB/s", LatencyMS: 2000.0 / 1024, LatencyPer: "block"}
+	r.SmallWrite = bench.Item{Value: 200, Unit: "files/s", LatencyMS: 5, LatencyPer: "file"}
+	r.SmallRead = bench.Item{Value: 400, Unit: "files/s", LatencyMS: 2.5, LatencyPer: "file"}
+	r.Stat = bench.Item{Value: 10000, Unit: "files/s", LatencyMS: 0.1, LatencyPer: "stat"}
 	return r
 }
 
@@ -143,10 +126,10 @@ func TestBenchTable(t *testing.T) {
 | Stat file        | 10000.00 files/s | 0.100 ms/stat |
 +------------------+------------------+---------------+
 `
-	if got := r.table(); got != want {
+	if got := benchTable(r); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
 	}
-	header := r.header()
+	header := benchHeader(r)
 	for _, s := range []string{
 		`Benchmark of /mnt/vol/sub: Sluice volume "vol" (mounted at /mnt/vol)`,
 		"1 thread; big files: 1 x 1G in 1M blocks; small files: 1 x 100 x 128K",
@@ -157,37 +140,37 @@ func TestBenchTable(t *testing.T) {
 		}
 	}
 	r.Sluice, r.Volume, r.FSType, r.Source, r.MountPoint = false, "", "ext4", "/dev/vda", "/"
-	if h := r.header(); !strings.Contains(h, "not a Sluice mount (ext4 file system /dev/vda mounted at /)") {
+	if h := benchHeader(r); !strings.Contains(h, "not a Sluice mount (ext4 file system /dev/vda mounted at /)") {
 		t.Errorf("header of a directory on ext4:\n%s", h)
 	}
 }
 
 func TestBenchVerdict(t *testing.T) {
-	setup := "(-p 1, measured on " + benchSetup + ")"
+	setup := "(-p 1, measured on " + bench.ReferenceSetup + ")"
 	tests := []struct {
 		name      string
-		ref       benchReference
+		ref       bench.Reference
 		want      string
 		belowHalf []string
 	}{
-		{"one below half", benchReference{threads: 1, bigWrite: 512, bigRead: 512, smallWrite: 100, smallRead: 1000, stat: 10000},
+		{"one below half", bench.Reference{Threads: 1, BigWrite: 512, BigRead: 512, SmallWrite: 100, SmallRead: 1000, Stat: 10000},
 			"Verdict: big-file write 0.5x, read 1.0x; small-file write 2.0x, read 0.4x; stat 1.0x of the figures in docs/benchmarks.md " +
 				setup + "; BELOW HALF: read small file.",
 			[]string{"read small file"}},
-		{"none below half", benchReference{threads: 1, bigWrite: 256, bigRead: 256, smallWrite: 200, smallRead: 200, stat: 7000},
+		{"none below half", bench.Reference{Threads: 1, BigWrite: 256, BigRead: 256, SmallWrite: 200, SmallRead: 200, Stat: 7000},
 			"Verdict: big-file write 1.0x, read 2.0x; small-file write 1.0x, read 2.0x; stat 1.4x of the figures in docs/benchmarks.md " +
 				setup + "; none below half.",
 			[]string{}},
-		{"all below half", benchReference{threads: 4, bigWrite: 1000, bigRead: 2000, smallWrite: 1000, smallRead: 1000, stat: 100000},
+		{"all below half", bench.Reference{Threads: 4, BigWrite: 1000, BigRead: 2000, SmallWrite: 1000, SmallRead: 1000, Stat: 100000},
 			"Verdict: big-file write 0.3x, read 0.3x; small-file write 0.2x, read 0.4x; stat 0.1x of the figures in docs/benchmarks.md " +
-				"(-p 4, measured on " + benchSetup + "); BELOW HALF: write big file, read big file, write small file, read small file, stat file.",
+				"(-p 4, measured on " + bench.ReferenceSetup + "); BELOW HALF: write big file, read big file, write small file, read small file, stat file.",
 			[]string{"write big file", "read big file", "write small file", "read small file", "stat file"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := sampleBenchReport()
-			r.compare(tt.ref)
-			if got := r.verdict(); got != tt.want {
+			r.Compare(tt.ref)
+			if got := benchVerdict(r); got != tt.want {
 				t.Errorf("verdict:\n%s\nwant:\n%s", got, tt.want)
 			}
 			if fmt.Sprint(r.BelowHalf) != fmt.Sprint(tt.belowHalf) {
@@ -197,47 +180,11 @@ func TestBenchVerdict(t *testing.T) {
 	}
 }
 
-func TestBenchReferenceFor(t *testing.T) {
-	for _, tt := range []struct{ threads, want int }{{1, 1}, {2, 1}, {3, 4}, {4, 4}, {64, 4}} {
-		if got := benchReferenceFor(tt.threads).threads; got != tt.want {
-			t.Errorf("reference for -p %d is that of -p %d, want -p %d", tt.threads, got, tt.want)
-		}
-	}
-}
-
-// TestBenchReferencesDocumented checks that docs/benchmarks.md shows the
-// reference figures the verdict compares with.
-func TestBenchReferencesDocumented(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "benchmarks.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(doc), "\n## `sluice bench`\n")
-	if !ok {
-		t.Fatal("docs/benchmarks.md has no section \"`sluice bench`\"")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	if !strings.Contains(section, benchSetup) {
-		t.Errorf("the section does not name the setup %q", benchSetup)
-	}
-	for _, ref := range benchReferences {
-		for _, v := range []float64{ref.bigWrite, ref.bigRead, ref.smallWrite, ref.smallRead, ref.stat} {
-			if v <= 0 {
-				t.Errorf("reference -p %d has a figure %v", ref.threads, v)
-			}
-		}
-		row := fmt.Sprintf("| -p %d | %.1f | %.1f | %.1f | %.1f | %.1f |", ref.threads,
-			ref.bigWrite, ref.bigRead, ref.smallWrite, ref.smallRead, ref.stat)
-		if !strings.Contains(section, row) {
-			t.Errorf("the section lacks the row %q", row)
-		}
-	}
-}
-
 // tinyBench returns bench options small enough for a unit test: the big
 // file is not a whole number of blocks, nor is a small file.
 func tinyBench() *benchOptions {
-	return &benchOptions{threads: 3, blockSize: 64 << 10, bigFileSize: 1<<20 + 12345, smallFileSize: 70 << 10, smallFileCount: 7}
+	return &benchOptions{Options: bench.Options{Threads: 3, BlockSize: 64 << 10, BigFileSize: 1<<20 + 12345,
+		SmallFileSize: 70 << 10, SmallFileCount: 7}}
 }
 
 func TestBenchDirectoryJSON(t *testing.T) {

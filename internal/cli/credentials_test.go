@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicefs/sluice/internal/object/objbench"
 	"github.com/sluicefs/sluice/internal/object/s3"
 	"github.com/sluicefs/sluice/internal/testserver"
 	"github.com/sluicefs/sluice/internal/volume"
@@ -115,7 +116,7 @@ func TestFormatS3(t *testing.T) {
 		t.Errorf("volume objects = %v, %v; want the juicefs_uuid marker", infos, err)
 	}
 	t.Cleanup(func() {
-		if _, err := removeAll(ctx, v.Objects()); err != nil {
+		if _, err := objbench.RemoveAll(ctx, v.Objects()); err != nil {
 			t.Errorf("empty the bucket: %v", err)
 		}
 		v.Close(ctx)
@@ -162,7 +163,7 @@ func TestFormatS3(t *testing.T) {
 	if f := v2.Format(); f.Bucket != bucket || f.AccessKey != ak || f.SecretKey != sk {
 		t.Errorf("format with keys in the URL stored bucket %q and keys %q/%q", f.Bucket, f.AccessKey, f.SecretKey)
 	}
-	if _, err := removeAll(ctx, v2.Objects()); err != nil {
+	if _, err := objbench.RemoveAll(ctx, v2.Objects()); err != nil {
 		t.Errorf("empty the bucket: %v", err)
 	}
 }

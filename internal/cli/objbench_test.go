@@ -12,13 +12,14 @@ import (
 	"github.com/sluicefs/sluice/internal/object"
 	"github.com/sluicefs/sluice/internal/object/conformance"
 	"github.com/sluicefs/sluice/internal/object/file"
+	"github.com/sluicefs/sluice/internal/object/objbench"
 	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 // tinyObjbench returns objbench options small enough for a unit test.
 func tinyObjbench(storage string) *objbenchOptions {
-	return &objbenchOptions{storage: storage, threads: 3, blockSize: 256 << 10, bigObjectSize: 1<<20 + 12345,
-		smallObjectSize: 3 << 10, smallObjects: 25}
+	return &objbenchOptions{storage: storage, Options: objbench.Options{Threads: 3, BlockSize: 256 << 10,
+		BigObjectSize: 1<<20 + 12345, SmallObjectSize: 3 << 10, SmallObjects: 25}}
 }
 
 // checkObjbenchOutput fails t unless out shows every functional check
@@ -85,7 +86,7 @@ func TestObjbenchFailedCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err = objbench(context.Background(), &out, lyingStore{fs}, tinyObjbench("file"))
+	err = checkAndMeasure(context.Background(), &out, lyingStore{fs}, tinyObjbench("file"))
 	if err == nil || !strings.Contains(err.Error(), "functional checks failed") {
 		t.Fatalf("objbench on a store with a broken Head: error = %v, want failed checks\n%s", err, out.String())
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -135,38 +134,12 @@ func replayProfile(out io.Writer, r io.Reader, name string, interval time.Durati
 	w := bufio.NewWriter(out)
 	defer w.Flush()
 	p := &accesslog.Profile{Filter: f}
-	br := bufio.NewReaderSize(r, 256<<10)
-	var end time.Time // of the current interval
-	changed := false  // requests added since the last table
-	for {
-		line, rerr := br.ReadString('\n')
-		if rerr != nil && rerr != io.EOF {
-			return fmt.Errorf("profile: read %s: %w", name, rerr)
-		}
-		if line == "" && rerr == io.EOF {
-			break
-		}
-		e, err := accesslog.Parse(line)
-		if err != nil {
-			p.Skip(line, err)
-			continue
-		}
-		if interval > 0 {
-			if end.IsZero() {
-				end = e.Time.Add(interval)
-			}
-			if !e.Time.Before(end) {
-				if changed {
-					fmt.Fprintf(w, "--- %s (log time)\n", end.Format("2006.01.02 15:04:05.000"))
-					writeProfileTable(w, p, 0)
-					changed = false
-				}
-				end = end.Add((e.Time.Sub(end)/interval + 1) * interval)
-			}
-		}
-		before := p.Filtered
-		p.Add(&e)
-		changed = changed || p.Filtered == before
+	err := p.Replay(r, name, interval, func(end time.Time) {
+		fmt.Fprintf(w, "--- %s (log time)\n", end.Format("2006.01.02 15:04:05.000"))
+		writeProfileTable(w, p, 0)
+	})
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
 	}
 	if interval > 0 {
 		fmt.Fprintf(w, "--- end of %s\n", name)
@@ -262,7 +235,7 @@ func followProfile(ctx context.Context, out io.Writer, root string, interval tim
 	defer cancel()
 	batches := make(chan []string, 16)
 	failed := make(chan error, 1)
-	go func() { failed <- followLog(ctx, first, logPath, batches) }()
+	go func() { failed <- accesslog.Follow(ctx, first, logPath, batches) }()
 
 	term := terminalOf(out)
 	keys, restore := readKeys(term)
@@ -323,73 +296,12 @@ func followProfile(ctx context.Context, out io.Writer, root string, interval tim
 	}
 }
 
-// followLog reads the access log at path, starting with f already open,
-// and sends its lines in batches; at the end of the file (a quiet
-// second) it opens the log again. It returns when ctx ends or the log
-// cannot be opened or read.
-func followLog(ctx context.Context, f *os.File, path string, batches chan<- []string) error {
-	buf := make([]byte, 256<<10)
-	for {
-		stop := context.AfterFunc(ctx, func() { f.Close() })
-		var partial []byte
-		for {
-			n, err := f.Read(buf)
-			if n > 0 {
-				data := append(partial, buf[:n]...)
-				i := bytes.LastIndexByte(data, '\n')
-				if i < 0 {
-					partial = data
-					continue
-				}
-				partial = append([]byte(nil), data[i+1:]...)
-				lines := strings.Split(string(data[:i]), "\n")
-				select {
-				case batches <- lines:
-				case <-ctx.Done():
-				}
-			}
-			if err == io.EOF || n == 0 && err == nil {
-				break
-			}
-			if err != nil {
-				stop()
-				f.Close()
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return fmt.Errorf("read %s: %w", path, err)
-			}
-		}
-		stop()
-		f.Close()
-		if len(partial) > 0 {
-			// A line never ends only at the end of the file; keep what
-			// came so that it counts as a line that does not parse.
-			select {
-			case batches <- []string{string(partial)}:
-			case <-ctx.Done():
-			}
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		var err error
-		if f, err = os.Open(path); err != nil {
-			return fmt.Errorf("reopen the access log: %w", err)
-		}
-	}
-}
-
 // terminalOf returns out as a terminal, or nil when it is not one.
 func terminalOf(out io.Writer) *os.File {
-	f, ok := out.(*os.File)
-	if !ok {
-		return nil
+	if f, ok := out.(*os.File); ok && isTerminal(f) {
+		return f
 	}
-	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
-		return nil
-	}
-	return f
+	return nil
 }
 
 // readKeys, when term is not nil and stdin is a terminal too, switches

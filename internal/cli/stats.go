@@ -13,11 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 
 	"github.com/sluicefs/sluice/internal/control"
+	"github.com/sluicefs/sluice/internal/telemetry/stats"
 	"github.com/sluicefs/sluice/internal/vfs"
 )
 
@@ -79,7 +78,7 @@ mount starts reporting most of them at their first event).`,
   sluice stats /mnt/vol --interval 5 --count 12 > stats.txt   # a minute, for a script`,
 		Args: exactArgs(1, "MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			groups, err := statsSchema(o.schema, o.verbosity)
+			groups, err := stats.Schema(o.schema, o.verbosity)
 			if err != nil {
 				return err
 			}
@@ -106,8 +105,8 @@ mount starts reporting most of them at their first event).`,
 }
 
 // runStats prints a line every interval from the metrics file path.
-func runStats(ctx context.Context, out io.Writer, path string, groups []statsGroup, o statsOptions) error {
-	prev, err := readStatsSample(path)
+func runStats(ctx context.Context, out io.Writer, path string, groups []stats.Group, o statsOptions) error {
+	prev, err := stats.ReadFile(path)
 	if err != nil {
 		return err
 	}
@@ -119,7 +118,7 @@ func runStats(ctx context.Context, out io.Writer, path string, groups []statsGro
 			return nil
 		case <-tick.C:
 		}
-		cur, err := readStatsSample(path)
+		cur, err := stats.ReadFile(path)
 		if err != nil {
 			return err
 		}
@@ -137,339 +136,24 @@ func runStats(ctx context.Context, out io.Writer, path string, groups []statsGro
 	return nil
 }
 
-// statsSample is one reading of a mount's metrics.
-type statsSample struct {
-	at       time.Time
-	families map[string][]statSeries
-}
-
-// statSeries is one series of a family: a counter's, gauge's or untyped
-// value, or a histogram's or summary's count and sum.
-type statSeries struct {
-	labels     map[string]string
-	value      float64
-	count, sum float64
-}
-
-// readStatsSample reads the metrics file at path.
-func readStatsSample(path string) (*statsSample, error) {
-	at := time.Now()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("stats: read the metrics of the mount (is it a Sluice mount?): %w", err)
-	}
-	s, err := parseStatsSample(b, at)
-	if err != nil {
-		return nil, fmt.Errorf("stats: %s: %w", path, err)
-	}
-	return s, nil
-}
-
-// parseStatsSample parses metrics in the Prometheus text format, read at
-// time at.
-func parseStatsSample(text []byte, at time.Time) (*statsSample, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
-	if err != nil {
-		return nil, fmt.Errorf("parse metrics: %w", err)
-	}
-	s := &statsSample{at: at, families: make(map[string][]statSeries, len(fams))}
-	for name, mf := range fams {
-		series := make([]statSeries, 0, len(mf.GetMetric()))
-		for _, m := range mf.GetMetric() {
-			ss := statSeries{labels: map[string]string{}}
-			for _, l := range m.GetLabel() {
-				ss.labels[l.GetName()] = l.GetValue()
-			}
-			switch {
-			case m.Counter != nil:
-				ss.value = m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				ss.value = m.GetGauge().GetValue()
-			case m.Untyped != nil:
-				ss.value = m.GetUntyped().GetValue()
-			case m.Histogram != nil:
-				ss.count, ss.sum = float64(m.GetHistogram().GetSampleCount()), m.GetHistogram().GetSampleSum()
-			case m.Summary != nil:
-				ss.count, ss.sum = float64(m.GetSummary().GetSampleCount()), m.GetSummary().GetSampleSum()
-			}
-			series = append(series, ss)
-		}
-		s.families[name] = series
-	}
-	return s, nil
-}
-
-// statField is what value reads of a series.
-type statField int
-
-const (
-	fieldValue statField = iota // a counter's, gauge's or untyped value
-	fieldCount                  // a histogram's or summary's count
-	fieldSum                    // a histogram's or summary's sum
-)
-
-// value returns the sum of field over the series of family whose labels
-// match the name, value pairs of labels, and whether the family has any
-// such series.
-func (s *statsSample) value(family string, field statField, labels ...string) (float64, bool) {
-	if s == nil {
-		return 0, false
-	}
-	sum, found := 0.0, false
-	for _, ss := range s.families[family] {
-		if !ss.matches(labels) {
-			continue
-		}
-		found = true
-		switch field {
-		case fieldValue:
-			sum += ss.value
-		case fieldCount:
-			sum += ss.count
-		case fieldSum:
-			sum += ss.sum
-		}
-	}
-	return sum, found
-}
-
-// matches reports whether the series has the labels of the name, value
-// pairs.
-func (ss *statSeries) matches(pairs []string) bool {
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if v, ok := ss.labels[pairs[i]]; !ok || v != pairs[i+1] {
-			return false
-		}
-	}
-	return true
-}
-
-// statFn computes one figure from two samples; false means "-".
-type statFn func(prev, cur *statsSample) (float64, bool)
-
-// statsColumn is one column.
-type statsColumn struct {
-	name   string
-	value  statFn
-	format func(float64) string
-}
-
-// statsGroup is the columns of one schema letter.
-type statsGroup struct {
-	name string
-	cols []statsColumn
-}
-
 // statsColumnWidth is the width of every column.
 const statsColumnWidth = 5
 
-// statSeconds returns the time between two samples.
-func statSeconds(prev, cur *statsSample) float64 { return cur.at.Sub(prev.at).Seconds() }
-
-// statDelta returns how much a counter grew between two samples. A
-// series the first sample lacks counts from 0 (the mount creates series
-// at their first event); false when the second sample lacks it, or it
-// went back (another process answers now).
-func statDelta(prev, cur *statsSample, family string, field statField, labels ...string) (float64, bool) {
-	b, ok := cur.value(family, field, labels...)
-	a, _ := prev.value(family, field, labels...)
-	if !ok || b < a {
-		return 0, false
-	}
-	return b - a, true
-}
-
-// statRate is a counter's growth per second.
-func statRate(family string, field statField, labels ...string) statFn {
-	return func(prev, cur *statsSample) (float64, bool) {
-		d, ok := statDelta(prev, cur, family, field, labels...)
-		dt := statSeconds(prev, cur)
-		if !ok || dt <= 0 {
-			return 0, false
-		}
-		return d / dt, true
-	}
-}
-
-// statGauge is a gauge's value in the newer sample.
-func statGauge(family string, labels ...string) statFn {
-	return func(_, cur *statsSample) (float64, bool) { return cur.value(family, fieldValue, labels...) }
-}
-
-// statAvgMillis is the average, in milliseconds, of the observations a
-// histogram of seconds got between two samples; 0 without any.
-func statAvgMillis(family string, labels ...string) statFn {
-	return func(prev, cur *statsSample) (float64, bool) {
-		n, ok1 := statDelta(prev, cur, family, fieldCount, labels...)
-		s, ok2 := statDelta(prev, cur, family, fieldSum, labels...)
-		if !ok1 || !ok2 {
-			return 0, false
-		}
-		if n == 0 {
-			return 0, true
-		}
-		return 1000 * s / n, true
-	}
-}
-
-// statScaled multiplies f's figure by k.
-func statScaled(f statFn, k float64) statFn {
-	return func(prev, cur *statsSample) (float64, bool) {
-		v, ok := f(prev, cur)
-		return v * k, ok
-	}
-}
-
-const (
-	famFuseOps      = "sluice_fuse_ops_duration_seconds"
-	famFuseErrors   = "sluice_fuse_ops_errors_total"
-	famFuseRead     = "sluice_fuse_read_bytes_total"
-	famFuseWritten  = "sluice_fuse_written_bytes_total"
-	famMetaTx       = "sluice_meta_transaction_duration_seconds"
-	famMetaRestarts = "sluice_meta_transaction_restarts_total"
-	famObjRequests  = "sluice_object_requests_total"
-	famObjErrors    = "sluice_object_request_errors_total"
-	famObjBytes     = "sluice_object_bytes_total"
-	famObjDuration  = "sluice_object_request_duration_seconds"
-	famCacheHits    = "sluice_blockcache_hits_total"
-	famCacheMisses  = "sluice_blockcache_misses_total"
-	famCacheEvicted = "sluice_blockcache_evictions_total"
-	famCacheBytes   = "sluice_blockcache_bytes"
-	famBufferUsed   = "sluice_buffer_used_bytes"
-	famStagingBlks  = "sluice_staging_blocks"
-	famStagingBytes = "sluice_staging_bytes"
-	famCPU          = "process_cpu_seconds_total"
-	famRSS          = "process_resident_memory_bytes"
-)
-
-// cacheMisses is the block reads per second that waited for the object
-// store.
-func cacheMisses(prev, cur *statsSample) (float64, bool) {
-	return statRate(famCacheMisses, fieldValue)(prev, cur)
-}
-
-// cacheHitRatio is hits/(hits+misses) in percent; 0 without reads.
-func cacheHitRatio(prev, cur *statsSample) (float64, bool) {
-	h, ok1 := statRate(famCacheHits, fieldValue)(prev, cur)
-	m, ok2 := cacheMisses(prev, cur)
-	if !ok1 || !ok2 {
-		return 0, false
-	}
-	if h+m == 0 {
-		return 0, true
-	}
-	return 100 * h / (h + m), true
-}
-
-// statsSchema returns the column groups of schema's letters.
-func statsSchema(schema string, verbosity int) ([]statsGroup, error) {
-	if verbosity != 0 && verbosity != 1 {
-		return nil, fmt.Errorf("stats: --verbosity must be 0 or 1, not %d", verbosity)
-	}
-	if schema == "" {
-		return nil, fmt.Errorf("stats: --schema is empty; use letters of ufmcos")
-	}
-	v1 := verbosity >= 1
-	var groups []statsGroup
-	seen := map[rune]bool{}
-	for _, l := range schema {
-		if seen[l] {
-			continue
-		}
-		seen[l] = true
-		var g statsGroup
-		switch l {
-		case 'u':
-			g = statsGroup{"usage", []statsColumn{
-				{"cpu", statScaled(statRate(famCPU, fieldValue), 100), formatPercent},
-				{"mem", statGauge(famRSS), formatBytes},
-				{"buf", statGauge(famBufferUsed), formatBytes},
-			}}
-			if v1 {
-				g.cols = append(g.cols, statsColumn{"cache", statGauge(famCacheBytes), formatBytes})
-			}
-		case 'f':
-			g = statsGroup{"fuse", []statsColumn{
-				{"ops", statRate(famFuseOps, fieldCount), formatCount},
-				{"lat", statAvgMillis(famFuseOps), formatMillis},
-				{"read", statRate(famFuseRead, fieldValue), formatBytes},
-				{"write", statRate(famFuseWritten, fieldValue), formatBytes},
-			}}
-			if v1 {
-				g.cols = append(g.cols,
-					statsColumn{"rdops", statRate(famFuseOps, fieldCount, "method", "read"), formatCount},
-					statsColumn{"wrops", statRate(famFuseOps, fieldCount, "method", "write"), formatCount},
-					statsColumn{"err", statRate(famFuseErrors, fieldValue), formatCount},
-					statsColumn{"rdlat", statAvgMillis(famFuseOps, "method", "read"), formatMillis},
-					statsColumn{"wrlat", statAvgMillis(famFuseOps, "method", "write"), formatMillis})
-			}
-		case 'm':
-			g = statsGroup{"meta", []statsColumn{
-				{"txn", statRate(famMetaTx, fieldCount), formatCount},
-				{"lat", statAvgMillis(famMetaTx), formatMillis},
-				{"rtry", statRate(famMetaRestarts, fieldValue), formatCount},
-			}}
-			if v1 {
-				g.cols = append(g.cols,
-					statsColumn{"wtxn", statRate(famMetaTx, fieldCount, "kind", "write"), formatCount},
-					statsColumn{"wlat", statAvgMillis(famMetaTx, "kind", "write"), formatMillis})
-			}
-		case 'c':
-			g = statsGroup{"cache", []statsColumn{
-				{"hit", statRate(famCacheHits, fieldValue), formatCount},
-				{"miss", cacheMisses, formatCount},
-				{"hit%", cacheHitRatio, formatPercent},
-				{"evict", statRate(famCacheEvicted, fieldValue), formatCount},
-			}}
-			if v1 {
-				g.cols = append(g.cols,
-					statsColumn{"mem", statGauge(famCacheBytes, "tier", "memory"), formatBytes},
-					statsColumn{"disk", statGauge(famCacheBytes, "tier", "disk"), formatBytes})
-			}
-		case 'o':
-			g = statsGroup{"object", []statsColumn{
-				{"get", statRate(famObjRequests, fieldValue, "op", "get"), formatCount},
-				{"put", statRate(famObjRequests, fieldValue, "op", "put"), formatCount},
-				{"getB", statRate(famObjBytes, fieldValue, "op", "get"), formatBytes},
-				{"putB", statRate(famObjBytes, fieldValue, "op", "put"), formatBytes},
-				{"err", statRate(famObjErrors, fieldValue), formatCount},
-				{"lat", statAvgMillis(famObjDuration), formatMillis},
-			}}
-			if v1 {
-				g.cols = append(g.cols,
-					statsColumn{"head", statRate(famObjRequests, fieldValue, "op", "head"), formatCount},
-					statsColumn{"list", statRate(famObjRequests, fieldValue, "op", "list"), formatCount},
-					statsColumn{"del", statRate(famObjRequests, fieldValue, "op", "delete"), formatCount})
-			}
-		case 's':
-			g = statsGroup{"staging", []statsColumn{
-				{"blks", statGauge(famStagingBlks), formatCount},
-				{"bytes", statGauge(famStagingBytes), formatBytes},
-			}}
-		default:
-			return nil, fmt.Errorf("stats: unknown --schema letter %q; use letters of ufmcos", l)
-		}
-		groups = append(groups, g)
-	}
-	return groups, nil
-}
-
 // writeStatsHeader writes the two header lines: the group names over
 // dashes, and the column names.
-func writeStatsHeader(w io.Writer, groups []statsGroup) {
+func writeStatsHeader(w io.Writer, groups []stats.Group) {
 	var top, names []string
 	for _, g := range groups {
-		width := len(g.cols)*(statsColumnWidth+1) - 1
-		title := g.name
+		width := len(g.Columns)*(statsColumnWidth+1) - 1
+		title := g.Name
 		if len(title) > width {
 			title = title[:width]
 		}
 		left := (width - len(title)) / 2
 		top = append(top, strings.Repeat("-", left)+title+strings.Repeat("-", width-left-len(title)))
-		cells := make([]string, len(g.cols))
-		for i, c := range g.cols {
-			cells[i] = fmt.Sprintf("%*s", statsColumnWidth, c.name)
+		cells := make([]string, len(g.Columns))
+		for i, c := range g.Columns {
+			cells[i] = fmt.Sprintf("%*s", statsColumnWidth, c.Name)
 		}
 		names = append(names, strings.Join(cells, " "))
 	}
@@ -478,20 +162,34 @@ func writeStatsHeader(w io.Writer, groups []statsGroup) {
 }
 
 // statsLine formats the figures between two samples.
-func statsLine(groups []statsGroup, prev, cur *statsSample) string {
+func statsLine(groups []stats.Group, prev, cur *stats.Sample) string {
 	parts := make([]string, len(groups))
 	for i, g := range groups {
-		cells := make([]string, len(g.cols))
-		for j, c := range g.cols {
+		cells := make([]string, len(g.Columns))
+		for j, c := range g.Columns {
 			s := "-"
-			if v, ok := c.value(prev, cur); ok {
-				s = c.format(v)
+			if v, ok := c.Value(prev, cur); ok {
+				s = formatStat(c.Unit, v)
 			}
 			cells[j] = fmt.Sprintf("%*s", statsColumnWidth, s)
 		}
 		parts[i] = strings.Join(cells, " ")
 	}
 	return strings.Join(parts, "|")
+}
+
+// formatStat formats a figure of unit in a column.
+func formatStat(unit stats.Unit, v float64) string {
+	switch unit {
+	case stats.Bytes:
+		return formatBytes(v)
+	case stats.Millis:
+		return formatMillis(v)
+	case stats.Percent:
+		return formatPercent(v)
+	default:
+		return formatCount(v)
+	}
 }
 
 // formatCount formats a count or rate in 5 characters at most, with K, M,
