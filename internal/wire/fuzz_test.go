@@ -39,7 +39,7 @@ func FuzzDecode(f *testing.F) {
 		b.Uvarint(0)
 		b.Bytes(nil)
 	}) // mknod
-	seed(17, func(b *wire.Buf) { b.Uvarint(1); b.Bytes(nil); b.Varint(100); b.Byte(1); b.Byte(0) }) // readdir
+	seed(17, func(b *wire.Buf) { b.Uvarint(1); b.Byte(0); b.Bytes(nil); b.Varint(100); b.Byte(1) }) // readdir
 	seed(22, func(b *wire.Buf) { b.Uvarint(1); b.Uvarint(7); b.Uvarint(2); b.Byte(1) })             // flock, blocking
 	f.Add([]byte{})
 	f.Add([]byte{0xff, 0xff, 0xff})
