@@ -225,15 +225,6 @@ func Decode(r *Reader) (*Call, error) {
 	return &Call{Method: method, Name: name, Class: class, Run: run, Applied: applied}, nil
 }
 
-// MethodName names method m for metrics, "unknown" when there is none.
-func MethodName(m uint64) string {
-	if e := lookup(m); e != nil {
-		_, name, _ := e.info()
-		return name
-	}
-	return "unknown"
-}
-
 // byMethod indexes the table by method number.
 var byMethod = func() map[uint64]entry {
 	m := make(map[uint64]entry, len(table))
