@@ -20,7 +20,7 @@ mkdir -p "$work"
 trap 'cd /; rm -rf "$work"' EXIT
 
 # since T0: seconds elapsed since the EPOCHREALTIME T0.
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }'; }
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.6f", b - a }'; }
 
 t=$EPOCHREALTIME; cp -a "$src" "$tree"
 echo "FIGURE cp_-a $(since "$t") s lower"
