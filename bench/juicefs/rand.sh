@@ -21,7 +21,9 @@ trap 'rm -rf "$work"' EXIT
 file=$work/data
 
 fio --name=fill --filename="$file" --rw=write --bs=1M --size="$size" --ioengine=psync \
-  --end_fsync=1 --fallocate=none --output-format=terse >/dev/null
+  --fallocate=none --output-format=terse >/dev/null
+# Flush the file to the file system (a measuring device without fsync may refuse).
+sync "$file" 2>/dev/null || true
 cat "$file" >/dev/null
 cat "$file" >/dev/null
 

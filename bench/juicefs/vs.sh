@@ -34,6 +34,12 @@
 #   SLUICE        a sluice binary [built from this checkout]
 #   JUICEFS       a juicefs binary [bench/juicefs/build.sh: built once, cached]
 #   SLUICE_OPTS, JUICEFS_OPTS   extra mount flags for each system
+#   CEILING       also run each round on a ceiling, a third column of the
+#                 table: local (a plain directory in TMPDIR, on the disk
+#                 that holds the buckets) or nullfs (bench/nullfs, the FUSE
+#                 transport alone; it has no fsync, and its writes slow
+#                 down with the file's size: use it for meta, or rand with
+#                 a small SIZE) []
 #   meta: N [10000] DIRS [100] THREADS [1]
 #   seq:  SIZE per job [1g] JOBS [1 4]
 #   rand: SIZE [1g] RUNTIME seconds per variant [10] VARIANTS [page_cache direct]
@@ -105,11 +111,13 @@ esac
 
 D=$(mktemp -d "${TMPDIR:-/tmp}/sluice-vs.XXXXXX")
 chmod 755 "$D"
-mnt_s=$D/mnt-sluice mnt_j=$D/mnt-juicefs
+mnt_s=$D/mnt-sluice mnt_j=$D/mnt-juicefs mnt_c=$D/ceiling
+nullfs_pid=
 cleanup() {
-  for m in "$mnt_s" "$mnt_j"; do
+  for m in "$mnt_s" "$mnt_j" "$mnt_c"; do
     if mountpoint -q "$m"; then umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; fi
   done
+  if [[ -n $nullfs_pid ]]; then kill "$nullfs_pid" 2>/dev/null || true; wait "$nullfs_pid" 2>/dev/null || true; fi
   rm -rf "$D"
 }
 trap cleanup EXIT
@@ -160,10 +168,24 @@ mkdir -p "$mnt_s" "$mnt_j"
 "$SLUICE" mount -d "$url_s" "$mnt_s" --cache-dir "$D/cache-sluice" --log "$D/sluice.log" ${SLUICE_OPTS:-} >/dev/null
 # shellcheck disable=SC2086
 "$JUICEFS" mount -d "$url_j" "$mnt_j" --cache-dir "$D/cache-juicefs" --log "$D/juicefs.log" ${JUICEFS_OPTS:-} >/dev/null 2>&1
-for m in "$mnt_s" "$mnt_j"; do
+systems=(sluice juicefs)
+mounts=("$mnt_s" "$mnt_j")
+case ${CEILING:-} in
+  "") ;;
+  local) mkdir -p "$mnt_c" ;;
+  nullfs)
+    (cd "$root" && go build -o "$D/nullfs" ./bench/nullfs)
+    mkdir -p "$mnt_c"
+    "$D/nullfs" "$mnt_c" >"$D/nullfs.log" 2>&1 &
+    nullfs_pid=$!
+    mounts+=("$mnt_c") ;;
+  *) echo "vs.sh: CEILING must be local or nullfs" >&2; exit 2 ;;
+esac
+for m in "${mounts[@]}"; do
   for _ in $(seq 100); do mountpoint -q "$m" && break; sleep 0.1; done
   mountpoint -q "$m" || { echo "vs.sh: $m did not mount" >&2; exit 1; }
 done
+[[ -n ${CEILING:-} ]] && systems+=("$CEILING")
 
 # one SYSTEM MOUNT: one round of the workload; its FIGURE lines on stdout.
 one() {
@@ -184,11 +206,17 @@ esac
 
 : >"$D/figures"
 for r in $(seq "$rounds"); do
-  order=(sluice juicefs)
-  ((r % 2)) || order=(juicefs sluice)
+  # Odd rounds run the systems in order, even rounds the other way round.
+  order=()
+  for ((i = 0; i < ${#systems[@]}; i++)); do
+    if ((r % 2)); then order+=("${systems[i]}"); else order=("${systems[i]}" "${order[@]}"); fi
+  done
   for sys in "${order[@]}"; do
-    m=$mnt_s
-    [[ $sys == juicefs ]] && m=$mnt_j
+    case $sys in
+      sluice) m=$mnt_s ;;
+      juicefs) m=$mnt_j ;;
+      *) m=$mnt_c ;;
+    esac
     if ! one "$sys" "$m" >"$D/round.out" 2>"$D/round.err"; then
       cat "$D/round.err" >&2
       echo "vs.sh: round $r of $workload failed on $sys" >&2
@@ -201,7 +229,7 @@ done
 
 # The command that reproduces the table: the knobs set, then the script.
 command=
-for v in ENGINE STORAGE N DIRS THREADS SIZE JOBS RUNTIME VARIANTS SRC STATUS_RUNS MAKE_JOBS MAKE_ARGS NO_MAKE SLUICE_OPTS JUICEFS_OPTS; do
+for v in ENGINE STORAGE CEILING N DIRS THREADS SIZE JOBS RUNTIME VARIANTS SRC STATUS_RUNS MAKE_JOBS MAKE_ARGS NO_MAKE SLUICE_OPTS JUICEFS_OPTS; do
   [[ -n ${!v:-} && ! ($v == SRC && -n ${SRC_DEFAULT:-}) ]] || continue
   val=${!v}
   [[ $val =~ [[:space:]] ]] && val=\"$val\"
@@ -222,7 +250,7 @@ cat <<HEAD
 - command: $command
 
 HEAD
-python3 - "$D/figures" "$workload" <<'PY'
+python3 - "$D/figures" "$workload" "${CEILING:-}" <<'PY'
 import statistics
 import sys
 
@@ -245,15 +273,22 @@ def show(v):
     return "%.3g" % v
 
 
-print("| %s | Sluice | JuiceFS | ratio |" % sys.argv[2])
-print("| --- | ---: | ---: | ---: |")
+ceiling = sys.argv[3]
+title = {"local": "local disk", "nullfs": "nullfs"}.get(ceiling)
+print("| %s | Sluice | JuiceFS | ratio |%s" % (sys.argv[2], " %s |" % title if title else ""))
+print("| --- | ---: | ---: | ---: |%s" % (" ---: |" if title else ""))
 for name in order:
     s = statistics.median(values.get(("sluice", name), [0]))
     j = statistics.median(values.get(("juicefs", name), [0]))
     ratio = "n/a"
     if s > 0 and j > 0:
         ratio = "%.2fx" % (s / j if better[name] == "higher" else j / s)
-    print("| %s (%s) | %s | %s | %s |" % (name.replace("_", " "), units[name], show(s), show(j), ratio))
+    row = "| %s (%s) | %s | %s | %s |" % (name.replace("_", " "), units[name], show(s), show(j), ratio)
+    if title:
+        row += " %s |" % show(statistics.median(values.get((ceiling, name), [0])))
+    print(row)
 print()
 print("Ratio: Sluice/JuiceFS for rates, JuiceFS/Sluice for times; above 1, Sluice is better.")
+if title:
+    print("The %s column: the same workload in the same rounds, a ceiling." % title)
 PY
