@@ -39,7 +39,8 @@
 #                 that holds the buckets) or nullfs (bench/nullfs, the FUSE
 #                 transport alone; it has no fsync, and its writes slow
 #                 down with the file's size: use it for meta, or rand with
-#                 a small SIZE) []
+#                 a small SIZE), or auto (nullfs for meta, local for the
+#                 others) []
 #   meta: N [10000] DIRS [100] THREADS [1]
 #   seq:  SIZE per job [1g] JOBS [1 4]
 #   rand: SIZE [1g] RUNTIME seconds per variant [10] VARIANTS [page_cache direct]
@@ -170,6 +171,10 @@ mkdir -p "$mnt_s" "$mnt_j"
 "$JUICEFS" mount -d "$url_j" "$mnt_j" --cache-dir "$D/cache-juicefs" --log "$D/juicefs.log" ${JUICEFS_OPTS:-} >/dev/null 2>&1
 systems=(sluice juicefs)
 mounts=("$mnt_s" "$mnt_j")
+if [[ ${CEILING:-} == auto ]]; then
+  CEILING=local
+  [[ $workload == meta ]] && CEILING=nullfs
+fi
 case ${CEILING:-} in
   "") ;;
   local) mkdir -p "$mnt_c" ;;
