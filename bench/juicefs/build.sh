@@ -16,7 +16,7 @@
 # `go mod download` and built in place with `go build` (about 8 minutes on
 # 2 cores the first time).
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,17s/^# \{0,1\}//p' "$0"; exit 0; fi
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0; fi
 version=${JUICEFS_VERSION:-v1.4.1}
 
 if [[ -n ${JUICEFS:-} ]]; then
