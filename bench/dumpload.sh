@@ -5,7 +5,7 @@
 # the engine to measure (default: SQLite in a temp dir); it is loaded
 # once from the generated dump, dumped (consistent, then --fast), and the
 # dump loaded again into META_URL2 (default: a second SQLite file). With
-# JUICEFS naming a JuiceFS binary (../shared/bench/build-juicefs.sh builds
+# JUICEFS naming a JuiceFS binary (bench/juicefs/build.sh builds
 # one), the same loads and dumps run with it too, into META_URL3 and
 # META_URL4 (default: SQLite files), for a side-by-side figure.
 #

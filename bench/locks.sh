@@ -8,7 +8,7 @@
 #
 # SLUICE   a sluice binary (default: built from ./cmd/sluice)
 # BASE     an earlier sluice binary to compare with (optional)
-# JUICEFS  a JuiceFS binary (optional; `JUICEFS=$(../shared/bench/build-juicefs.sh)` for the reference)
+# JUICEFS  a JuiceFS binary (optional; `JUICEFS=$(bench/juicefs/build.sh)` for the reference)
 # N        pairs per case per round (2000)
 set -euo pipefail
 R=${1:-3}

@@ -2,7 +2,7 @@
 # volume and mounts it MOUNTS times under $D/m1 ... $D/mN, each mount its own
 # process with its own cache; unmounts and removes $D on exit.
 # FS=sluice (default; SLUICE a binary, else built from ./cmd/sluice) or
-# juicefs (JUICEFS a binary, else ../shared/bench/build-juicefs.sh).
+# juicefs (JUICEFS a binary, else bench/juicefs/build.sh).
 # ENGINE=sqlite (default) or redis (REDIS_URL, database 13 is flushed).
 # OPTS: extra mount flags; FORMAT_OPTS: extra format flags (defaults otherwise).
 # Needs HERE (the bench directory), D (a fresh directory) and MOUNTS.
@@ -10,7 +10,7 @@ cleanup() { for i in $(seq 1 "$MOUNTS"); do umount "$D/m$i" 2>/dev/null || umoun
 trap cleanup EXIT
 case ${FS:-sluice} in
   sluice) if [ -z "${SLUICE:-}" ]; then SLUICE=$D/sluice; go build -o "$SLUICE" ./cmd/sluice; fi; BIN=$SLUICE ;;
-  juicefs) BIN=${JUICEFS:-$("$HERE/../../shared/bench/build-juicefs.sh")} ;;
+  juicefs) BIN=${JUICEFS:-$("$HERE/juicefs/build.sh")} ;;
   *) echo "FS must be sluice or juicefs" >&2; exit 2 ;;
 esac
 case ${ENGINE:-sqlite} in

@@ -10,7 +10,7 @@
 // such inode it passes while it looks for a free one, so after a volume
 // deleted thousands of blocks, each new block file in a directory placed
 // among them costs hundreds of microseconds of that search instead of
-// twenty-odd (docs/benchmarks.md). MkdirAll marks each directory it makes
+// twenty-odd (measured when this was built). MkdirAll marks each directory it makes
 // a directory in as the top of a directory hierarchy (FS_TOPDIR_FL, what
 // chattr +T sets): ext4's Orlov allocator then spreads its subdirectories
 // over the groups with more free inodes and fewer directories than the

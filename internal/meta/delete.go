@@ -132,7 +132,7 @@ func (c *Client) deleteSlices(ctx context.Context, slices []Slice) error {
 // are dropped one at a time: each drop is a few round trips (the chunk
 // list, the slices' references, the commit), and four at once emptied a
 // removed tree's blocks sooner but slowed the removal itself by two
-// thirds on Redis (docs/benchmarks.md).
+// thirds on Redis (bench/drain.sh).
 const delFilesBatch = 100
 
 // deletionBudget bounds the time a mount's background round spends

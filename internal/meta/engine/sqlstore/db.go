@@ -386,7 +386,7 @@ func (s *Store) run(ctx context.Context, write bool, fn func(store.Tx) error) er
 		// cancelled, the driver runs every statement on a goroutine of
 		// its own to watch it, and database/sql one per result set: two
 		// thread wake-ups per statement, which cost more than the
-		// statement (see docs/benchmarks.md). The caller's deadline is
+		// statement. The caller's deadline is
 		// checked between transactions, as above.
 		ctx = context.WithoutCancel(ctx)
 	}

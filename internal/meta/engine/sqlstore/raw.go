@@ -15,7 +15,7 @@ import (
 // interfaces (sql.Conn.Raw), with the statements prepared on it once.
 // database/sql costs more per statement than SQLite does to run one: a
 // lookup of a missing name took 12.8-15 µs through it and 6.6-8.9 µs
-// here, with 33 allocations against 24 (see docs/benchmarks.md). Only the
+// here, with 33 allocations against 24. Only the
 // optional interfaces below are used; a driver without them runs through
 // database/sql as before.
 
