@@ -19,7 +19,7 @@ import (
 // slice commits gave up after 50 attempts at a conflicting transaction).
 const (
 	contendClients = 2
-	contendWorkers = 8 // goroutines per client
+	contendWorkers = 8 // goroutines per client (ContendDir: Options.ContendDirWorkers)
 	contendOps     = 20
 )
 
@@ -38,11 +38,10 @@ func (c *counting) Update(ctx context.Context, fn func(store.Tx) error) error {
 	})
 }
 
-// contend formats a fresh store and runs work on contendWorkers
-// goroutines of each of contendClients clients (w numbers the worker
-// across clients), failing t with the errors they return. It returns
-// the first client.
-func contend(t *testing.T, ns newStoreFunc, prepare func(c *meta.Session), work func(c *meta.Session, w int) error) *meta.Session {
+// contend formats a fresh store and runs work on workers goroutines of
+// each of contendClients clients (w numbers the worker across clients),
+// failing t with the errors they return. It returns the first client.
+func contend(t *testing.T, ns newStoreFunc, workers int, prepare func(c *meta.Session), work func(c *meta.Session, w int) error) *meta.Session {
 	t.Helper()
 	st := &counting{Store: openStore(t, ns)}
 	format(t, st, testFormat())
@@ -53,11 +52,11 @@ func contend(t *testing.T, ns newStoreFunc, prepare func(c *meta.Session), work 
 	prepare(clients[0])
 	updates, runs := st.updates.Load(), st.runs.Load()
 	var wg sync.WaitGroup
-	errs := make(chan error, contendClients*contendWorkers)
+	errs := make(chan error, contendClients*workers)
 	for i, c := range clients {
-		for j := range contendWorkers {
+		for j := range workers {
 			wg.Go(func() {
-				if err := work(c, i*contendWorkers+j); err != nil {
+				if err := work(c, i*workers+j); err != nil {
 					errs <- err
 				}
 			})
@@ -88,7 +87,7 @@ func testContendFile(t *testing.T, ns newStoreFunc) {
 	// over block blk of chunk idx.
 	workers := contendClients * contendWorkers
 	last := make([]map[[2]uint32]uint64, workers)
-	c := contend(t, ns, func(c *meta.Session) {
+	c := contend(t, ns, contendWorkers, func(c *meta.Session) {
 		ino = mkfile(t, c, meta.RootIno, "f").Ino
 	}, func(c *meta.Session, w int) error {
 		last[w] = map[[2]uint32]uint64{}
@@ -148,10 +147,10 @@ func testContendFile(t *testing.T, ns newStoreFunc) {
 // testContendDir: workers of two clients create, rename and unlink
 // names in one directory at once. Every call succeeds, and the
 // directory then holds exactly the names left.
-func testContendDir(t *testing.T, ns newStoreFunc) {
+func testContendDir(t *testing.T, ns newStoreFunc, workers int) {
 	var dir meta.Ino
 	file := meta.NewNode{Type: store.TypeFile, Mode: 0o644}
-	c := contend(t, ns, func(c *meta.Session) {
+	c := contend(t, ns, workers, func(c *meta.Session) {
 		dir = mkdir(t, c, meta.RootIno, "d").Ino
 	}, func(c *meta.Session, w int) error {
 		for i := range contendOps {
@@ -171,7 +170,7 @@ func testContendDir(t *testing.T, ns newStoreFunc) {
 		return nil
 	})
 	var want []string
-	for w := range contendClients * contendWorkers {
+	for w := range contendClients * workers {
 		for i := 1; i < contendOps; i += 2 {
 			want = append(want, fmt.Sprintf("w%02d-%02d.r", w, i))
 		}
