@@ -24,7 +24,7 @@ func (c *countingCopies) CopyFileRange(ctx context.Context, src meta.Ino, srcOff
 
 func (c *countingCopies) CommitCopy(ctx context.Context, cp meta.HeldCopy, held []meta.AttrChange) (meta.Version, *meta.Attr, error) {
 	c.commits.Add(1)
-	return c.Meta.(CopyCommitter).CommitCopy(ctx, cp, held)
+	return c.Meta.(meta.CopyCommitter).CommitCopy(ctx, cp, held)
 }
 
 func (c *countingCopies) ApplyAttrChanges(ctx context.Context, ino meta.Ino, changes []meta.AttrChange) (*meta.Attr, error) {

@@ -235,7 +235,7 @@ func (v *VFS) LookupAged(ctx context.Context, parent meta.Ino, name []byte) (_ *
 	}
 	var a *meta.Attr
 	var err error
-	if la, ok := v.meta.(LookerAhead); ok {
+	if la, ok := v.meta.(meta.LookerAhead); ok {
 		a, age, err = la.LookupAhead(ctx, parent, name)
 	} else {
 		a, err = v.meta.Lookup(ctx, parent, name)

@@ -102,9 +102,8 @@ type RunFunc func(ctx context.Context, t Target, out *Buf) error
 
 // Call is a decoded OpCall.
 type Call struct {
-	Method uint64
-	Name   string
-	Class  Class
+	Name  string
+	Class Class
 	// Run runs the call.
 	Run RunFunc
 	// Applied, set for a ClassRecorded call, answers it without running it
@@ -222,7 +221,7 @@ func Decode(r *Reader) (*Call, error) {
 		return nil, err
 	}
 	_, name, class := e.info()
-	return &Call{Method: method, Name: name, Class: class, Run: run, Applied: applied}, nil
+	return &Call{Name: name, Class: class, Run: run, Applied: applied}, nil
 }
 
 // byMethod indexes the table by method number.

@@ -55,8 +55,12 @@ func (op *Op[A, R]) roundTrip(t *testing.T, rnd *rand.Rand) {
 	b := NewBuf(64)
 	op.Request(b, meta.Cred{Uid: 1, Gid: 2, Pid: 3, Gids: []uint32{4, 5}}, a)
 	raw := b.Raw()
-	if _, err := Decode(NewReader(raw)); err != nil {
+	call, err := Decode(NewReader(raw))
+	if err != nil {
 		t.Fatalf("Decode of a request: %v", err)
+	}
+	if call.Name != op.Name || call.Class != op.Class || (call.Applied != nil) != (op.Applied != nil) {
+		t.Fatalf("Decode = %s (%v, applied %v), want %s (%v)", call.Name, call.Class, call.Applied != nil, op.Name, op.Class)
 	}
 	r := NewReader(raw)
 	if m := r.Uvarint(); m != op.Method {

@@ -24,13 +24,6 @@ import (
 	"github.com/sluicefs/sluice/internal/vfs/vfstest"
 )
 
-var (
-	_ vfs.Meta           = (*remote.Client)(nil)
-	_ vfs.Creator        = (*remote.Client)(nil)
-	_ vfs.LookerAhead    = (*remote.Client)(nil)
-	_ vfs.TmpfileCreator = (*remote.Client)(nil)
-)
-
 // server runs a metadata server on loopback over a fresh directory.
 type server struct {
 	srv *metaserver.Server
