@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluicefs/sluice/internal/meta/store"
 )
 
 // An outage is a time during which the metadata engine is known not to
@@ -139,7 +141,8 @@ func unreachable(err error) bool {
 // one that writes is not, as its commit may have been applied.
 func transport(err error) bool {
 	if unreachable(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || errors.Is(err, driver.ErrBadConn) {
+		errors.Is(err, net.ErrClosed) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, store.ErrDisconnected) {
 		return true
 	}
 	var e syscall.Errno

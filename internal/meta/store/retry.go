@@ -75,6 +75,12 @@ func backoff(i int) time.Duration {
 // NotApplied).
 var ErrNotApplied = errors.New("transaction not applied")
 
+// ErrDisconnected marks a failure of the connection to the engine that
+// its driver reports in its own terms (a gRPC status Unavailable), not an
+// answer of the engine: a read that failed so may run again, and a write
+// transaction only if it is also marked ErrNotApplied.
+var ErrDisconnected = errors.New("connection to the engine failed")
+
 // NotApplied returns err marked with ErrNotApplied; nil stays nil. An
 // engine marks so the failures of a write transaction before its commit
 // (a broken connection at BEGIN or at a read), so that the caller may run

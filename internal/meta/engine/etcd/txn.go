@@ -11,6 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
@@ -64,6 +66,12 @@ func (t *txn) read(gets []get) ([]*pb.RangeResponse, error) {
 		if errors.Is(err, rpctypes.ErrCompacted) {
 			t.conflict = describe(err, 0, 0)
 			return nil, t.conflict
+		}
+		if status.Code(err) == codes.Unavailable {
+			// The connection broke (an etcd member stopped, a reset):
+			// nothing was committed, so the caller may run the
+			// transaction again, as it does within --meta-timeout.
+			return nil, store.NotApplied(fmt.Errorf("%w: %w", store.ErrDisconnected, describe(err, 0, 0)))
 		}
 		return nil, describe(err, 0, 0)
 	}
