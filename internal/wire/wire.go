@@ -21,7 +21,7 @@ import (
 )
 
 // Version is the protocol version a client announces in OpHello.
-const Version = 2
+const Version = 3
 
 // MaxFrame bounds the length of one frame. A commit that writes more
 // than this in one transaction is refused by the client before it is
