@@ -113,19 +113,27 @@ func (s *Server) Serve(l net.Listener) error {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		c := &conn{s: s, nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
-		s.connMu.Lock()
-		if s.closed.Load() {
-			s.connMu.Unlock()
-			nc.Close()
-			return nil
-		}
-		s.conns[c] = struct{}{}
-		s.connMu.Unlock()
-		s.m.conns.Inc()
-		go c.writeLoop()
-		go c.readLoop()
+		// The handshake waits for the client: one goroutine each, so that
+		// a slow or silent client holds up nobody else.
+		go s.admit(nc)
 	}
+}
+
+// serve registers a connection that passed the handshake and starts
+// serving its requests.
+func (s *Server) serve(nc net.Conn) {
+	c := &conn{s: s, nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.connMu.Lock()
+	if s.closed.Load() {
+		s.connMu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.connMu.Unlock()
+	s.m.conns.Inc()
+	go c.writeLoop()
+	go c.readLoop()
 }
 
 // conn is one client connection. Requests are read and answered in

@@ -2,6 +2,7 @@ package metaserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,14 @@ type Options struct {
 	CompressIdle time.Duration
 	// Logger receives the server's log (default: slog.Default()).
 	Logger *slog.Logger
+	// Secret, when set, is what a client must prove it holds before its
+	// first request is read (wire.AuthServer); the server proves it holds
+	// it too. Empty: clients without a secret are served, and those with
+	// one refused.
+	Secret []byte
+	// TLS, when set, encrypts every connection: the handshake runs over
+	// TLS. Its ClientAuth may require client certificates.
+	TLS *tls.Config
 }
 
 // Server holds one namespace in memory. Every change is applied by one
