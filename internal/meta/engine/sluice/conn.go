@@ -3,6 +3,7 @@ package sluice
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -27,21 +28,66 @@ type conn struct {
 	broken  bool
 }
 
-// dial connects to addr and says hello.
-func dial(ctx context.Context, addr, name string) (*conn, error) {
+// endpoint is what a connection needs: where, which volume, and the
+// credentials.
+type endpoint struct {
+	addr, name string
+	secret     []byte      // proven in wire's handshake; empty: none
+	tls        *tls.Config // nil: plain TCP
+}
+
+// permanentError marks a failure that dialling again cannot mend: a
+// secret or certificate refused. A request that meets one fails at once
+// instead of retrying until the timeout.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func isPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// dial connects to the endpoint, runs TLS and the secret's handshake,
+// and says hello.
+func dial(ctx context.Context, ep endpoint) (*conn, error) {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := d.DialContext(ctx, "tcp", ep.addr)
 	if err != nil {
 		return nil, err
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	if ep.tls != nil {
+		tc := tls.Client(nc, ep.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			err = fmt.Errorf("TLS: %w", err)
+			var certErr *tls.CertificateVerificationError
+			var alert tls.AlertError
+			if errors.As(err, &certErr) || errors.As(err, &alert) {
+				// The server's certificate is not trusted, or the server
+				// refused ours: the same next time.
+				return nil, &permanentError{err}
+			}
+			return nil, err
+		}
+		nc = tc
+	}
+	if err := wire.AuthClient(nc, ep.secret, "client"); err != nil {
+		nc.Close()
+		if errors.Is(err, wire.ErrAuth) {
+			return nil, &permanentError{err}
+		}
+		return nil, err
+	}
 	c := &conn{nc: nc, w: bufio.NewWriterSize(nc, 64<<10), pending: map[uint64]chan wire.Frame{}}
 	go c.readLoop()
 	f, err := c.call(ctx, wire.OpHello, nil, func(b *wire.Buf) {
 		b.Uvarint(wire.Version)
-		b.Bytes([]byte(name))
+		b.Bytes([]byte(ep.name))
 	})
 	if err != nil {
 		c.close()

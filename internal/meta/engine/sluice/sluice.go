@@ -41,8 +41,8 @@ var errNoSnapshot = fmt.Errorf("snapshot gone from the metadata server: %w", sto
 
 // DB is a connection pool to one metadata server.
 type DB struct {
-	addr, name string
-	timeout    time.Duration
+	endpoint
+	timeout time.Duration
 	client     uint64
 	txn        atomic.Uint64
 
@@ -72,7 +72,7 @@ type Transport func(ctx context.Context, op byte, fill func(*wire.Buf)) (wire.Fr
 // NewLocal returns a DB whose requests t serves, named name; client
 // names its commits for retries, as a connection's DB's random id does.
 func NewLocal(name string, client uint64, t Transport) *DB {
-	return &DB{name: name, client: client | 1, local: t, timeout: time.Minute}
+	return &DB{endpoint: endpoint{name: name}, client: client | 1, local: t, timeout: time.Minute}
 }
 
 // Call sends one request, dialling again and sending it again when its
@@ -89,23 +89,41 @@ func (d *DB) Client() uint64 { return d.client }
 var _ kvstore.DB = (*DB)(nil)
 
 // Open connects to the server the URL names:
-// sluice://HOST:PORT[/NAME][?timeout=DURATION&conns=N&ops=server|client].
+//
+//	sluice://[:SECRET@]HOST:PORT[/NAME][?timeout=DURATION&conns=N&ops=server|client
+//	  &secret-file=PATH&tls=true&ca=PATH&server-name=NAME&cert=PATH&key=PATH]
+//
+// SECRET (or the contents of secret-file, less a trailing newline) is
+// proven to the server in wire's handshake, and the server must prove
+// it too; tls=true encrypts the connections, trusting the CA bundle ca
+// (default: the system's) for the certificate of server-name (default:
+// HOST), and offering the certificate cert with key when the server
+// asks for one. A refused secret or certificate fails Open at once.
 func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("metadata URL %q: %w", rawURL, err)
+		// url.Parse's error quotes the URL, secret and all.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("metadata URL: %w", err)
 	}
+	shown := u.Redacted()
 	if u.Scheme != "sluice" || u.Host == "" {
-		return nil, fmt.Errorf("metadata URL %q: want sluice://HOST:PORT[/NAME]", rawURL)
+		return nil, fmt.Errorf("metadata URL %q: want sluice://[:SECRET@]HOST:PORT[/NAME]", shown)
 	}
 	if u.Port() == "" {
 		u.Host += ":9400"
 	}
-	db := &DB{addr: u.Host, name: trimSlash(u.Path), timeout: time.Minute}
+	db := &DB{endpoint: endpoint{addr: u.Host, name: trimSlash(u.Path)}, timeout: time.Minute}
+	if err := db.endpoint.credentials(u); err != nil {
+		return nil, fmt.Errorf("metadata URL %q: %w", shown, err)
+	}
 	q := u.Query()
 	if v := q.Get("timeout"); v != "" {
 		if db.timeout, err = time.ParseDuration(v); err != nil || db.timeout <= 0 {
-			return nil, fmt.Errorf("metadata URL %q: timeout %q: want a duration such as 30s", rawURL, v)
+			return nil, fmt.Errorf("metadata URL %q: timeout %q: want a duration such as 30s", shown, v)
 		}
 	}
 	switch v := q.Get("ops"); v {
@@ -113,21 +131,21 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 		db.serverOps = true
 	case "client":
 	default:
-		return nil, fmt.Errorf("metadata URL %q: ops %q: want server (a mount's operations run on the server, one round trip each) or client (they run in the mount, over transactions)", rawURL, v)
+		return nil, fmt.Errorf("metadata URL %q: ops %q: want server (a mount's operations run on the server, one round trip each) or client (they run in the mount, over transactions)", shown, v)
 	}
 	n := 4
 	if v := q.Get("conns"); v != "" {
 		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 64 {
-			return nil, fmt.Errorf("metadata URL %q: conns %q: want 1 to 64", rawURL, v)
+			return nil, fmt.Errorf("metadata URL %q: conns %q: want 1 to 64", shown, v)
 		}
 	}
 	db.conns = make([]*conn, n)
 	var id [8]byte
 	rand.Read(id[:])
 	db.client = binary.BigEndian.Uint64(id[:]) | 1
-	// The first connection is made now, so that a wrong address or name
-	// fails Open with a clear error.
-	c, err := dial(ctx, db.addr, db.name)
+	// The first connection is made now, so that a wrong address, name or
+	// secret fails Open with a clear error.
+	c, err := dial(ctx, db.endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("metadata server %s: %w", db.addr, err)
 	}
@@ -142,7 +160,7 @@ func trimSlash(p string) string {
 	return p
 }
 
-// Name describes the engine.
+// Name describes the engine: the URL without its secret or options.
 func (d *DB) Name() string {
 	if d.local != nil {
 		return d.name
@@ -176,7 +194,7 @@ func (d *DB) conn(ctx context.Context) (*conn, error) {
 	if c != nil && !c.isBroken() {
 		return c, nil
 	}
-	nc, err := dial(ctx, d.addr, d.name)
+	nc, err := dial(ctx, d.endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +226,9 @@ func (d *DB) do(ctx context.Context, op byte, fill func(*wire.Buf)) (wire.Frame,
 		}
 		if ctx.Err() != nil {
 			return wire.Frame{}, ctx.Err()
+		}
+		if isPermanent(err) {
+			return wire.Frame{}, fmt.Errorf("metadata server %s: %w", d.addr, err)
 		}
 		if time.Now().After(deadline) {
 			return wire.Frame{}, fmt.Errorf("metadata server %s unreachable for %v: %w", d.addr, d.timeout, err)
