@@ -108,7 +108,7 @@ func AuthServer(nc net.Conn, secret []byte, purpose string) error {
 		// Tell the client its secret was refused; the server's proof is
 		// not sent to a peer that could not prove its own.
 		writeAll(nc, append([]byte{verdictRefused}, make([]byte, authProofLen)...))
-		return fmt.Errorf("client's secret differs from this server's: %w", ErrAuth)
+		return fmt.Errorf("client's secret is not this server's: %w", ErrAuth)
 	}
 	reply := append([]byte{verdictOK}, authProof(key, purpose, peer.nonce[:], mine.nonce[:], "server")...)
 	if err := writeAll(nc, reply); err != nil {
@@ -162,7 +162,7 @@ func AuthClient(nc net.Conn, secret []byte, purpose string) error {
 		return fmt.Errorf("handshake with server: %w", readErr(err))
 	}
 	if reply[0] != verdictOK {
-		return fmt.Errorf("server refused the secret: it differs from the server's: %w", ErrAuth)
+		return fmt.Errorf("server refused this secret: it is not the server's: %w", ErrAuth)
 	}
 	want := authProof(key, purpose, mine.nonce[:], peer.nonce[:], "server")
 	if !hmac.Equal(reply[1:], want) {
@@ -222,7 +222,7 @@ func readErr(err error) error {
 		return fmt.Errorf("peer did not complete the handshake within %v: %w", authTimeout, err)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("peer closed the connection in the handshake: %w", err)
+		return fmt.Errorf("peer closed the connection in the handshake (does it want TLS? is it an older version?): %w", err)
 	}
 	return err
 }

@@ -44,6 +44,20 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
+// refusal marks err permanent when the server refused the credentials
+// or this end refused the server's: a secret refused either way, a
+// certificate not trusted, or a TLS alert (the server refused this
+// client's certificate; with TLS 1.3 that alert arrives in wire's
+// handshake, after TLS's own).
+func refusal(err error) error {
+	var certErr *tls.CertificateVerificationError
+	var alert tls.AlertError
+	if errors.Is(err, wire.ErrAuth) || errors.As(err, &certErr) || errors.As(err, &alert) {
+		return &permanentError{err}
+	}
+	return err
+}
+
 func isPermanent(err error) bool {
 	var p *permanentError
 	return errors.As(err, &p)
@@ -64,24 +78,13 @@ func dial(ctx context.Context, ep endpoint) (*conn, error) {
 		tc := tls.Client(nc, ep.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			err = fmt.Errorf("TLS: %w", err)
-			var certErr *tls.CertificateVerificationError
-			var alert tls.AlertError
-			if errors.As(err, &certErr) || errors.As(err, &alert) {
-				// The server's certificate is not trusted, or the server
-				// refused ours: the same next time.
-				return nil, &permanentError{err}
-			}
-			return nil, err
+			return nil, refusal(fmt.Errorf("TLS: %w", err))
 		}
 		nc = tc
 	}
 	if err := wire.AuthClient(nc, ep.secret, "client"); err != nil {
 		nc.Close()
-		if errors.Is(err, wire.ErrAuth) {
-			return nil, &permanentError{err}
-		}
-		return nil, err
+		return nil, refusal(err)
 	}
 	c := &conn{nc: nc, w: bufio.NewWriterSize(nc, 64<<10), pending: map[uint64]chan wire.Frame{}}
 	go c.readLoop()

@@ -61,6 +61,16 @@ func (ep *endpoint) credentials(u *url.URL) error {
 	return nil
 }
 
+// redacted returns the URL for messages: its userinfo, which holds the
+// secret (or a secret put where the user name goes), is replaced.
+func redacted(u *url.URL) string {
+	c := *u
+	if c.User != nil {
+		c.User = url.UserPassword("", "xxxxx")
+	}
+	return c.String()
+}
+
 // clientTLS builds the TLS configuration of the URL's options.
 func clientTLS(q url.Values, host string) (*tls.Config, error) {
 	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}

@@ -109,7 +109,7 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 		}
 		return nil, fmt.Errorf("metadata URL: %w", err)
 	}
-	shown := u.Redacted()
+	shown := redacted(u)
 	if u.Scheme != "sluice" || u.Host == "" {
 		return nil, fmt.Errorf("metadata URL %q: want sluice://[:SECRET@]HOST:PORT[/NAME]", shown)
 	}
