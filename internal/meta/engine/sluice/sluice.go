@@ -43,8 +43,8 @@ var errNoSnapshot = fmt.Errorf("snapshot gone from the metadata server: %w", sto
 type DB struct {
 	endpoint
 	timeout time.Duration
-	client     uint64
-	txn        atomic.Uint64
+	client  uint64
+	txn     atomic.Uint64
 
 	mu     sync.Mutex // guards conns, rel, closed
 	conns  []*conn
