@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
 	"github.com/sluicefs/sluice/internal/metaserver"
 )
 
@@ -23,6 +27,7 @@ type metaServerOptions struct {
 	compressIdle                    time.Duration
 	debug                           bool
 	rotation                        logRotation
+	auth                            metaServerAuth
 }
 
 func newMetaServer() *cobra.Command {
@@ -46,10 +51,20 @@ Records live in pages of about fifty (a directory's entries, neighbouring
 inodes); a page nobody read or wrote for --compress-idle is compressed when
 the server has nothing else to do, and decompressed again when used.
 
+Only clients that hold the volume's secret are served (--secret-file, or
+SLUICE_META_SECRET): each connection proves it before its first request,
+and the server proves it holds the secret too. --tls-cert and --tls-key
+encrypt the connections; --tls-client-ca also requires client
+certificates. On an address other than loopback the server refuses to
+start without a secret (or client certificates) unless --insecure-no-auth
+is given. Clients put the secret in their URL:
+sluice://:SECRET@HOST:PORT/NAME or sluice://HOST:PORT/NAME?secret-file=PATH.
+
 SIGTERM or SIGINT stops the server cleanly with a final checkpoint.`,
-		Example: `  sluice meta-server --dir /var/lib/sluice/meta --listen 10.0.0.5:9400
-  sluice format sluice://10.0.0.5:9400/myvol myvol --bucket /data/sluice
-  sluice mount -d sluice://10.0.0.5:9400/myvol /mnt/sluice`,
+		Example: `  head -c 32 /dev/urandom | base64 > /etc/sluice/meta.secret; chmod 600 /etc/sluice/meta.secret
+  sluice meta-server --dir /var/lib/sluice/meta --listen 10.0.0.5:9400 --secret-file /etc/sluice/meta.secret
+  sluice format 'sluice://10.0.0.5:9400/myvol?secret-file=/etc/sluice/meta.secret' myvol --bucket /data/sluice
+  sluice mount -d 'sluice://10.0.0.5:9400/myvol?secret-file=/etc/sluice/meta.secret' /mnt/sluice`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runMetaServer(o)
@@ -66,6 +81,7 @@ SIGTERM or SIGINT stops the server cleanly with a final checkpoint.`,
 	fl.DurationVar(&o.compressIdle, "compress-idle", 10*time.Second, "compress pages of records nobody used for this long (at least 1s; 0: never)")
 	fl.BoolVar(&o.debug, "debug", false, "log debug messages")
 	o.rotation.addFlags(fl)
+	o.auth.addFlags(fl)
 	return cmd
 }
 
@@ -83,6 +99,10 @@ func runMetaServer(o metaServerOptions) error {
 	case compressIdle < time.Second:
 		return fmt.Errorf("--compress-idle %s: at least 1s, or 0 for never", o.compressIdle)
 	}
+	secret, tlsConf, err := o.auth.server(o.listen)
+	if err != nil {
+		return err
+	}
 	log := logger(o.debug)
 	if o.log != "" {
 		w := newRotatingLog(o.log, o.rotation, nil)
@@ -97,7 +117,9 @@ func runMetaServer(o metaServerOptions) error {
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
-	srv, err := metaserver.Open(metaserver.Options{Dir: o.dir, Name: o.name, CheckpointBytes: o.checkpoint, CompressIdle: compressIdle, Logger: log})
+	o.auth.warn(log)
+	srv, err := metaserver.Open(metaserver.Options{Dir: o.dir, Name: o.name, CheckpointBytes: o.checkpoint, CompressIdle: compressIdle, Logger: log,
+		Secret: secret, TLS: tlsConf})
 	if err != nil {
 		ln.Close()
 		return err
@@ -134,4 +156,117 @@ func runMetaServer(o metaServerOptions) error {
 	}
 	log.Info("stopped with a final checkpoint", "index", srv.Stats().Index)
 	return nil
+}
+
+// ---- Credentials and TLS of the clients' port ----
+
+// metaServerAuth is what a client must hold to be served: the secret it
+// proves in wire's handshake, and with TLS the server's certificate (and
+// a client certificate when --tls-client-ca is given).
+type metaServerAuth struct {
+	secretFile      string
+	tlsCert, tlsKey string
+	tlsClientCA     string
+	insecureNoAuth  bool
+	secretFileLoose bool // the secret file is readable by others than its owner
+	noAuthOnPurpose bool // serving beyond loopback without credentials
+}
+
+// metaSecretEnv holds the secret itself, for when a file will not do.
+const metaSecretEnv = "SLUICE_META_SECRET"
+
+func (a *metaServerAuth) addFlags(fl *pflag.FlagSet) {
+	fl.StringVar(&a.secretFile, "secret-file", "", "file holding the volume's secret (trailing newline ignored); clients must prove they hold it, and the server proves it too (default: the "+metaSecretEnv+" environment variable; make one with: head -c 32 /dev/urandom | base64 > FILE)")
+	fl.StringVar(&a.tlsCert, "tls-cert", "", "PEM certificate (chain) of the server: encrypt every connection with TLS (with --tls-key; clients add ?tls=true&ca=CA.pem)")
+	fl.StringVar(&a.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fl.StringVar(&a.tlsClientCA, "tls-client-ca", "", "PEM CA bundle: require every client to present a certificate it signed (mutual TLS; clients add &cert=PEM&key=PEM)")
+	fl.BoolVar(&a.insecureNoAuth, "insecure-no-auth", false, "serve an address other than loopback without a secret or client certificates: anyone who reaches the port reads and changes the volume, object-store keys included")
+}
+
+// server returns the secret and TLS configuration the flags ask for,
+// refusing to serve beyond loopback without credentials unless
+// --insecure-no-auth says so.
+func (a *metaServerAuth) server(listen string) ([]byte, *tls.Config, error) {
+	var secret []byte
+	switch env := os.Getenv(metaSecretEnv); {
+	case a.secretFile != "" && env != "":
+		return nil, nil, fmt.Errorf("both --secret-file and %s are set: give one", metaSecretEnv)
+	case a.secretFile != "":
+		var err error
+		if secret, err = sluice.ReadSecretFile(a.secretFile); err != nil {
+			return nil, nil, fmt.Errorf("--secret-file: %w", err)
+		}
+		if fi, err := os.Stat(a.secretFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			a.secretFileLoose = true
+		}
+	case env != "":
+		secret = []byte(env)
+	}
+	conf, err := a.serverTLS()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(secret) == 0 && a.tlsClientCA == "" && !isLoopback(listen) {
+		if !a.insecureNoAuth {
+			return nil, nil, fmt.Errorf("--listen %s is reachable from other hosts, and no secret is set: anyone reaching it could read and change the volume, its object-store keys included. "+
+				"Give a secret with --secret-file FILE (make one with: head -c 32 /dev/urandom | base64 > FILE; clients add ?secret-file=FILE to their URL) or %s, "+
+				"or require client certificates with --tls-client-ca; or listen on 127.0.0.1; or, on a network you trust entirely, pass --insecure-no-auth", listen, metaSecretEnv)
+		}
+		a.noAuthOnPurpose = true
+	}
+	return secret, conf, nil
+}
+
+// warn logs what the operator should know about the credentials.
+func (a *metaServerAuth) warn(log *slog.Logger) {
+	if a.noAuthOnPurpose {
+		log.Warn("serving without authentication (--insecure-no-auth): anyone who reaches the port reads and changes the volume, object-store keys included")
+	}
+	if a.secretFileLoose {
+		log.Warn("the secret file is readable by other users; chmod 600 it", "file", a.secretFile)
+	}
+}
+
+func (a *metaServerAuth) serverTLS() (*tls.Config, error) {
+	if (a.tlsCert == "") != (a.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together: the server's certificate and its private key")
+	}
+	if a.tlsCert == "" {
+		if a.tlsClientCA != "" {
+			return nil, errors.New("--tls-client-ca needs TLS: give --tls-cert and --tls-key too")
+		}
+		return nil, nil
+	}
+	pair, err := tls.LoadX509KeyPair(a.tlsCert, a.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	conf := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if a.tlsClientCA != "" {
+		pem, err := os.ReadFile(a.tlsClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		conf.ClientCAs = x509.NewCertPool()
+		if !conf.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate in it", a.tlsClientCA)
+		}
+		conf.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return conf, nil
+}
+
+// isLoopback reports whether a listen address is reachable only from
+// this host: a loopback IP or localhost. An empty host (every
+// interface) and other names are not.
+func isLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		host = listen
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
