@@ -27,6 +27,9 @@
 //     after it. A torn or corrupt end of the last log segment is cut;
 //     anything else that fails its checksum is refused, never half
 //     applied.
+//   - Admission. A connection is served only once it passed TLS (when
+//     configured) and proved it holds Options.Secret (wire.AuthServer);
+//     one that fails is closed before any request of it is read.
 //   - Failure. If the log cannot be written, every later commit is
 //     refused with the error; reads go on.
 //

@@ -9,6 +9,10 @@
 // strings (Buf, Reader). A frame longer than MaxFrame is refused: the
 // reader returns an error and the connection is closed, so a bad or
 // hostile peer can cost a connection, never the server.
+//
+// Before the first frame, a connection runs the handshake of auth.go
+// (AuthServer, AuthClient): each side proves it holds the volume's
+// secret, for one purpose, without sending it.
 package wire
 
 import (

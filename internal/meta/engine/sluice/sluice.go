@@ -1,5 +1,8 @@
 // Package sluice is the engine of the in-memory metadata server (package
-// metaserver), opened with a URL such as sluice://127.0.0.1:9400/myvol.
+// metaserver), opened with a URL such as sluice://127.0.0.1:9400/myvol,
+// or sluice://10.0.0.5:9400/myvol?secret-file=PATH&tls=true for a server
+// that requires the volume's secret (proven in wire's handshake on every
+// connection) and TLS.
 // It is a kvstore.DB: a transaction reads one snapshot on the server
 // (taken by its first read), buffers its writes here, and sends them in
 // one commit with what it read; the server's apply loop commits it only
