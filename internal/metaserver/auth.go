@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -15,8 +16,10 @@ import (
 const tlsTimeout = 5 * time.Second
 
 // admit runs TLS (when configured) and the secret's handshake on a new
-// connection, then serves it; a connection that fails either is logged,
-// counted and closed before any request of it is read. A server closed
+// connection, then serves it; a connection that fails either is closed
+// before any request of it is read, and logged with its address (a
+// refusal at warning level, and counted; a peer that just left, at debug
+// level). A server closed
 // meanwhile closes the connection at once instead of waiting for the
 // handshake's deadline.
 func (s *Server) admit(nc net.Conn) {
@@ -35,12 +38,18 @@ func (s *Server) admit(nc net.Conn) {
 		if s.closed.Load() {
 			return
 		}
-		s.m.refused.Inc()
 		remote := nc.RemoteAddr().String()
 		var certErr *tls.CertificateVerificationError
-		if errors.Is(err, wire.ErrAuth) || errors.As(err, &certErr) {
+		switch {
+		case errors.Is(err, wire.ErrAuth) || errors.As(err, &certErr):
+			s.m.refused.Inc()
 			s.log.Warn("refused a connection", "remote", remote, "err", err)
-		} else {
+		case errors.Is(err, io.EOF):
+			// The peer left: a probe of the port (a health check, a
+			// script waiting for the server), not a refusal.
+			s.log.Debug("connection closed by its peer in the handshake", "remote", remote, "err", err)
+		default:
+			s.m.refused.Inc()
 			s.log.Info("closed a connection in its handshake", "remote", remote, "err", err)
 		}
 		return
