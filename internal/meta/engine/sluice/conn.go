@@ -76,7 +76,12 @@ func dial(ctx context.Context, ep endpoint) (*conn, error) {
 	}
 	if ep.tls != nil {
 		tc := tls.Client(nc, ep.tls)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		// Bounded as wire bounds its handshake, so that a server that
+		// accepts and says nothing does not hold the dial for ever.
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
 			nc.Close()
 			return nil, refusal(fmt.Errorf("TLS: %w", err))
 		}
