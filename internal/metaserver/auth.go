@@ -34,7 +34,9 @@ func (s *Server) admit(nc net.Conn) {
 	nc, err := s.handshake(nc)
 	close(done)
 	if err != nil {
-		nc.Close()
+		// Counted and logged before the close, so that a client that sees
+		// the close sees the count.
+		defer nc.Close()
 		if s.closed.Load() {
 			return
 		}
