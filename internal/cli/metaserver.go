@@ -51,9 +51,9 @@ Records live in pages of about fifty (a directory's entries, neighbouring
 inodes); a page nobody read or wrote for --compress-idle is compressed when
 the server has nothing else to do, and decompressed again when used.
 
-Only clients that hold the volume's secret are served (--secret-file, or
-SLUICE_META_SECRET): each connection proves it before its first request,
-and the server proves it holds the secret too. --tls-cert and --tls-key
+Given a secret (--secret-file, or SLUICE_META_SECRET), the server serves
+only clients that prove they hold it, before their first request, and
+proves it holds the secret too. --tls-cert and --tls-key
 encrypt the connections; --tls-client-ca also requires client
 certificates. On an address other than loopback the server refuses to
 start without a secret (or client certificates) unless --insecure-no-auth
