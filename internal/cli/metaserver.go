@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -28,6 +29,10 @@ type metaServerOptions struct {
 	debug                           bool
 	rotation                        logRotation
 	auth                            metaServerAuth
+
+	// A member of a replicated group.
+	id, raftListen, raftAdvertise, peers string
+	heartbeat                            time.Duration
 }
 
 func newMetaServer() *cobra.Command {
@@ -60,11 +65,26 @@ start without a secret (or client certificates) unless --insecure-no-auth
 is given. Clients put the secret in their URL:
 sluice://:SECRET@HOST:PORT/NAME or sluice://HOST:PORT/NAME?secret-file=PATH.
 
+Replication: with --raft-listen, the server is one member of a group of
+three or five that replicate the log with Raft. A change is acknowledged
+once a majority of the members has it durably; when the leader fails, the
+others elect a new one within seconds and clients (whose URL lists every
+member: sluice://h1:9400,h2:9400,h3:9400/myvol) go on with it. Start each
+first member with the same --peers list of ID=RAFT-ADDRESS; a data
+directory a single server left becomes the group's first snapshot. The
+members prove to each other that they hold the secret as clients do (their
+Raft traffic is authenticated, not encrypted).
+
 SIGTERM or SIGINT stops the server cleanly with a final checkpoint.`,
 		Example: `  head -c 32 /dev/urandom | base64 > /etc/sluice/meta.secret; chmod 600 /etc/sluice/meta.secret
   sluice meta-server --dir /var/lib/sluice/meta --listen 10.0.0.5:9400 --secret-file /etc/sluice/meta.secret
   sluice format 'sluice://10.0.0.5:9400/myvol?secret-file=/etc/sluice/meta.secret' myvol --bucket /data/sluice
-  sluice mount -d 'sluice://10.0.0.5:9400/myvol?secret-file=/etc/sluice/meta.secret' /mnt/sluice`,
+  sluice mount -d 'sluice://10.0.0.5:9400/myvol?secret-file=/etc/sluice/meta.secret' /mnt/sluice
+
+  # a group of three, one per host (h1 shown; h2 and h3 alike)
+  sluice meta-server --dir /var/lib/sluice/meta --listen h1:9400 --secret-file /etc/sluice/meta.secret \
+      --id h1 --raft-listen h1:9401 --peers h1=h1:9401,h2=h2:9401,h3=h3:9401
+  sluice mount -d 'sluice://h1:9400,h2:9400,h3:9400/myvol?secret-file=/etc/sluice/meta.secret' /mnt/sluice`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runMetaServer(o)
@@ -82,6 +102,12 @@ SIGTERM or SIGINT stops the server cleanly with a final checkpoint.`,
 	fl.BoolVar(&o.debug, "debug", false, "log debug messages")
 	o.rotation.addFlags(fl)
 	o.auth.addFlags(fl)
+	fl.StringVar(&o.id, "id", "", "this member's id in a replicated group (default: the --raft-listen address); unique, kept across restarts")
+	fl.StringVar(&o.raftListen, "raft-listen", "", "make the server a member of a replicated group: the address the members reach each other at")
+	fl.StringVar(&o.raftAdvertise, "raft-advertise", "", "the address the other members reach this one at, when it differs from --raft-listen")
+	fl.StringVar(&o.peers, "peers", "", "the first members of a new group, this one included: ID=HOST:PORT,... (their --raft-listen); empty: wait to be added")
+	fl.DurationVar(&o.heartbeat, "raft-heartbeat", time.Second, "how long followers wait for the leader before they elect another")
+	cmd.AddCommand(newMemberCommands()...)
 	return cmd
 }
 
@@ -118,10 +144,25 @@ func runMetaServer(o metaServerOptions) error {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
 	o.auth.warn(log)
-	srv, err := metaserver.Open(metaserver.Options{Dir: o.dir, Name: o.name, CheckpointBytes: o.checkpoint, CompressIdle: compressIdle, Logger: log,
-		Secret: secret, TLS: tlsConf})
+	opts := metaserver.Options{Dir: o.dir, Name: o.name, CheckpointBytes: o.checkpoint, CompressIdle: compressIdle, Logger: log,
+		Secret: secret, TLS: tlsConf}
+	if o.raftListen != "" {
+		ro, err := o.raftOptions(secret)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		opts.Raft = ro
+	} else if o.peers != "" || o.id != "" {
+		ln.Close()
+		return errors.New("--peers and --id make a member of a replicated group: give --raft-listen too")
+	}
+	srv, err := metaserver.Open(opts)
 	if err != nil {
 		ln.Close()
+		if opts.Raft != nil {
+			opts.Raft.Listener.Close()
+		}
 		return err
 	}
 	if o.pprof != "" {
@@ -269,4 +310,36 @@ func isLoopback(listen string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// raftOptions returns the options of a member of a replicated group.
+func (o metaServerOptions) raftOptions(secret []byte) (*metaserver.RaftOptions, error) {
+	if len(secret) == 0 && !isLoopback(o.raftListen) && !o.auth.insecureNoAuth {
+		return nil, fmt.Errorf("--raft-listen %s is reachable from other hosts, and no secret is set: anyone reaching it could take part in the group. "+
+			"Give the members a secret with --secret-file FILE or %s; or, on a network you trust entirely, pass --insecure-no-auth", o.raftListen, metaSecretEnv)
+	}
+	peers, err := metaserver.ParsePeers(o.peers)
+	if err != nil {
+		return nil, fmt.Errorf("--peers: %w", err)
+	}
+	id := o.id
+	if id == "" {
+		id = o.raftListen
+	}
+	if len(peers) > 0 && !slices.ContainsFunc(peers, func(p metaserver.Peer) bool { return p.ID == id }) {
+		return nil, fmt.Errorf("--peers lists no member with this member's --id %q", id)
+	}
+	adv := o.raftAdvertise
+	if i := slices.IndexFunc(peers, func(p metaserver.Peer) bool { return p.ID == id }); adv == "" && i >= 0 {
+		adv = peers[i].Addr
+	}
+	if o.heartbeat < 100*time.Millisecond {
+		return nil, fmt.Errorf("--raft-heartbeat %s: at least 100ms", o.heartbeat)
+	}
+	rl, err := net.Listen("tcp", o.raftListen)
+	if err != nil {
+		return nil, fmt.Errorf("--raft-listen %s: %w", o.raftListen, err)
+	}
+	return &metaserver.RaftOptions{ID: id, Listener: rl, Advertise: adv, Peers: peers, Secret: secret,
+		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.heartbeat}, nil
 }

@@ -164,12 +164,12 @@ type metaServer struct {
 	stopped  bool
 }
 
-// runMetaServer starts a meta-server on dir and addr and waits until it
-// serves.
-func runMetaServer(t *testing.T, dir, addr string) *metaServer {
+// runMetaServer starts a meta-server on dir and addr, with more flags,
+// and waits until it serves.
+func runMetaServer(t *testing.T, dir, addr string, flags ...string) *metaServer {
 	t.Helper()
 	ms := &metaServer{dir: dir, log: dir + ".log"}
-	ms.cmd = exec.Command(sluiceBin, "meta-server", "--dir", dir, "--listen", addr, "--log", ms.log)
+	ms.cmd = exec.Command(sluiceBin, append([]string{"meta-server", "--dir", dir, "--listen", addr, "--log", ms.log}, flags...)...)
 	if err := ms.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -63,52 +63,8 @@ func writeCheckpoint(dir string, index uint64, t *tree, dd, calls []dedupeEntry)
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	cw := &crcWriter{w: bw, crc: crc32.New(castagnoli)}
-	b := wire.NewBuf(1 << 16)
-	flush := func() error {
-		_, err := cw.Write(b.Raw())
-		*b = *wire.NewBuf(1 << 16)
-		return err
-	}
-	if _, err := io.WriteString(cw, checkpointMagic); err != nil {
+	if err := encodeCheckpoint(bw, index, t, dd, calls); err != nil {
 		return 0, err
-	}
-	b.U64(index)
-	var pairs uint64
-	var werr error
-	t.Ascend(func(it item) bool {
-		b.Byte('P')
-		b.Bytes(it.key())
-		b.Bytes(it.val())
-		pairs++
-		if b.Len() >= 1<<16 {
-			werr = flush()
-		}
-		return werr == nil
-	})
-	if werr != nil {
-		return 0, fmt.Errorf("write checkpoint: %w", werr)
-	}
-	for _, tbl := range []struct {
-		kind    byte
-		entries []dedupeEntry
-	}{{'D', dd}, {'C', calls}} {
-		for _, e := range tbl.entries {
-			b.Byte(tbl.kind)
-			b.U64(e.k.client)
-			b.U64(e.k.txn)
-			b.U64(e.index)
-		}
-	}
-	b.Byte('E')
-	b.U64(pairs)
-	if err := flush(); err != nil {
-		return 0, fmt.Errorf("write checkpoint: %w", err)
-	}
-	var sum [4]byte
-	binary.BigEndian.PutUint32(sum[:], cw.crc.Sum32())
-	if _, err := bw.Write(sum[:]); err != nil {
-		return 0, fmt.Errorf("write checkpoint: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
 		return 0, fmt.Errorf("write checkpoint: %w", err)
@@ -236,4 +192,58 @@ func readCheckpoint(path string) (index uint64, t *tree, dd, calls *dedupe, inod
 		return 0, nil, nil, nil, 0, bad("checksum mismatch")
 	}
 	return index, ld.tree(), dd, calls, inodes, nil
+}
+
+// encodeCheckpoint writes t, the dedupe entries and the applied calls as
+// of index to w in the checkpoint format, its checksum last; a raft
+// snapshot is the same bytes.
+func encodeCheckpoint(w io.Writer, index uint64, t *tree, dd, calls []dedupeEntry) error {
+	cw := &crcWriter{w: w, crc: crc32.New(castagnoli)}
+	b := wire.NewBuf(1 << 16)
+	flush := func() error {
+		_, err := cw.Write(b.Raw())
+		*b = *wire.NewBuf(1 << 16)
+		return err
+	}
+	if _, err := io.WriteString(cw, checkpointMagic); err != nil {
+		return err
+	}
+	b.U64(index)
+	var pairs uint64
+	var werr error
+	t.Ascend(func(it item) bool {
+		b.Byte('P')
+		b.Bytes(it.key())
+		b.Bytes(it.val())
+		pairs++
+		if b.Len() >= 1<<16 {
+			werr = flush()
+		}
+		return werr == nil
+	})
+	if werr != nil {
+		return fmt.Errorf("write checkpoint: %w", werr)
+	}
+	for _, tbl := range []struct {
+		kind    byte
+		entries []dedupeEntry
+	}{{'D', dd}, {'C', calls}} {
+		for _, e := range tbl.entries {
+			b.Byte(tbl.kind)
+			b.U64(e.k.client)
+			b.U64(e.k.txn)
+			b.U64(e.index)
+		}
+	}
+	b.Byte('E')
+	b.U64(pairs)
+	if err := flush(); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], cw.crc.Sum32())
+	if _, err := w.Write(sum[:]); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	return nil
 }

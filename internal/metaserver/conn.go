@@ -3,6 +3,9 @@ package metaserver
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -268,6 +271,15 @@ func (c *conn) handle(f wire.Frame) {
 			s.m.observe(op, start)
 		}
 	}()
+	if s.rep != nil && !s.leading.Load() {
+		switch f.Kind {
+		case wire.OpStats, wire.OpRelease, wire.OpCancel:
+		default:
+			// Only the leader serves; the client tries another member.
+			c.reply(f.ID, wire.StatusNotLeader, func(b *wire.Buf) { b.Bytes(nil) })
+			return
+		}
+	}
 	switch f.Kind {
 	case wire.OpHello:
 		r := wire.NewReader(f.Body)
@@ -418,8 +430,38 @@ func (c *conn) handle(f wire.Frame) {
 		}()
 	case wire.OpStats:
 		st := s.Stats()
+		if len(f.Body) > 0 && f.Body[0]&wire.StatsDigest != 0 {
+			st.Digest = digest(s.pub.Load().tree)
+		}
 		js, _ := json.Marshal(st)
 		c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) { b.Bytes(js) })
+	case wire.OpMember:
+		r := wire.NewReader(f.Body)
+		change, id, addr := r.Byte(), string(r.Bytes()), string(r.Bytes())
+		if err := r.Done(); err != nil {
+			c.fail(f.ID, err)
+			return
+		}
+		fid := f.ID
+		go func() { // a change waits for the group to commit it
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var err error
+			switch change {
+			case wire.MemberAdd:
+				err = s.AddMember(ctx, id, addr)
+			case wire.MemberRemove:
+				err = s.RemoveMember(ctx, id)
+			default:
+				err = fmt.Errorf("membership change %d unknown", change)
+			}
+			if err != nil {
+				c.fail(fid, err)
+			} else {
+				c.reply(fid, wire.StatusOK, nil)
+			}
+			c.flush()
+		}()
 	default:
 		c.fail(f.ID, fmt.Errorf("unknown operation %d", f.Kind))
 	}
@@ -436,12 +478,30 @@ func (c *conn) read(f wire.Frame, decode func(*wire.Reader), serve func(*tree, *
 		c.fail(f.ID, err)
 		return
 	}
-	t, id, ok := c.snapshot(id)
-	if !ok {
-		c.reply(f.ID, wire.StatusNoSnapshot, nil)
+	if id == 0 && c.s.rep != nil {
+		// A new snapshot of a member: only once it still leads (see
+		// readIndex); the wait does not hold up the connection.
+		go func() {
+			if err := c.s.readIndex(); err != nil {
+				c.reply(f.ID, wire.StatusNotLeader, func(b *wire.Buf) { b.Bytes(nil) })
+			} else {
+				c.serveRead(f.ID, id, serve)
+			}
+			c.flush()
+		}()
 		return
 	}
-	c.reply(f.ID, wire.StatusOK, func(b *wire.Buf) {
+	c.serveRead(f.ID, id, serve)
+}
+
+// serveRead answers a read from the snapshot id names (0: a new one).
+func (c *conn) serveRead(fid, id uint64, serve func(*tree, *wire.Buf)) {
+	t, id, ok := c.snapshot(id)
+	if !ok {
+		c.reply(fid, wire.StatusNoSnapshot, nil)
+		return
+	}
+	c.reply(fid, wire.StatusOK, func(b *wire.Buf) {
 		b.U64(id)
 		serve(t, b)
 	})
@@ -496,6 +556,11 @@ type Stats struct {
 	PagesCompressed     int
 	PageCompressedBytes int
 	Dir                 string
+	// Raft is the member's view of its group; nil for a single server.
+	Raft *RaftStats `json:",omitempty"`
+	// Digest is a SHA-256 of the published records (asked for with
+	// wire.StatsDigest): members at the same Index have the same.
+	Digest string `json:",omitempty"`
 }
 
 // Stats returns the server's figures now.
@@ -518,5 +583,20 @@ func (s *Server) Stats() Stats {
 		PagesCompressed:     p.tree.zpages,
 		PageCompressedBytes: p.tree.zbytes,
 		Dir:                 s.opts.Dir,
+		Raft:                s.raftStats(),
 	}
+}
+
+// digest returns a SHA-256 of t's records in key order, in hex.
+func digest(t *tree) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	t.Ascend(func(it item) bool {
+		for _, p := range [][]byte{it.key(), it.val()} {
+			h.Write(n[:binary.PutUvarint(n[:], uint64(len(p)))])
+			h.Write(p)
+		}
+		return true
+	})
+	return hex.EncodeToString(h.Sum(nil))
 }

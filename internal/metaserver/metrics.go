@@ -120,6 +120,8 @@ func opName(k byte) string {
 		return "commit"
 	case wire.OpRelease:
 		return "release"
+	case wire.OpMember:
+		return "member"
 	case wire.OpStats:
 		return "stats"
 	case wire.OpGetFollow:

@@ -45,6 +45,10 @@ type Options struct {
 	// TLS, when set, encrypts every connection: the handshake runs over
 	// TLS. Its ClientAuth may require client certificates.
 	TLS *tls.Config
+	// Raft, when set, makes the server a member of a replicated group
+	// (see RaftOptions): Raft's log and snapshots replace the log and
+	// checkpoints of a single server.
+	Raft *RaftOptions
 }
 
 // Server holds one namespace in memory. Every change is applied by one
@@ -89,6 +93,15 @@ type Server struct {
 
 	snaps snapshots
 	sess  *sessions // mounts whose operations the server runs
+
+	// A member of a replicated group (Options.Raft); see raft.go.
+	rep     *replica
+	leading atomic.Bool // validates and commits; serves clients
+	fsmJobs chan *fsmJob
+	// Owned by the apply loop: the leader's batches handed to Raft, by
+	// the index of their last record, and the state Raft committed.
+	pending   map[uint64]*published
+	committed *published
 
 	connMu sync.Mutex
 	conns  map[*conn]struct{}
@@ -182,6 +195,7 @@ func Open(opts Options) (*Server, error) {
 		loopEnd:   make(chan struct{}),
 		syncEnd:   make(chan struct{}),
 		conns:     map[*conn]struct{}{},
+		fsmJobs:   make(chan *fsmJob),
 	}
 	s.snaps.init(opts.SnapshotTTL)
 	s.m.pages(func() *tree {
@@ -190,28 +204,68 @@ func Open(opts Options) (*Server, error) {
 		}
 		return nil
 	})
-	if err := s.recover(); err != nil {
-		lock.Close()
-		return nil, err
+	if opts.Raft != nil {
+		if err := s.openReplicated(); err != nil {
+			lock.Close()
+			return nil, err
+		}
+	} else {
+		if err := s.recover(); err != nil {
+			lock.Close()
+			return nil, err
+		}
+		seg, err := createSegment(opts.Dir, s.index+1)
+		if err != nil {
+			lock.Close()
+			return nil, err
+		}
+		s.seg = seg
+		s.pub.Store(&published{tree: s.tree.Clone(), index: s.index, inodes: s.inodes})
+		s.m.setInodes(s.inodes)
+		s.m.keys.Set(float64(s.tree.Len()))
+		// Decoding the checkpoint and the log left garbage as large as
+		// the state; give it back before serving.
+		debug.FreeOSMemory()
+		go s.loop()
+		go s.syncer()
 	}
-	seg, err := createSegment(opts.Dir, s.index+1)
-	if err != nil {
-		lock.Close()
-		return nil, err
-	}
-	s.seg = seg
-	s.pub.Store(&published{tree: s.tree.Clone(), index: s.index, inodes: s.inodes})
-	s.m.setInodes(s.inodes)
-	s.m.keys.Set(float64(s.tree.Len()))
-	// Decoding the checkpoint and the log left garbage as large as the
-	// state; give it back before serving.
-	debug.FreeOSMemory()
-	go s.loop()
-	go s.syncer()
 	go s.snaps.reap(s.loopEnd)
 	s.initSessions()
 	go s.reapSessions(s.loopEnd)
 	return s, nil
+}
+
+// openReplicated starts a member of a replicated group: its state is
+// what Raft restores (the newest snapshot, then the log); a data
+// directory a single server left, which Raft has no state of, is loaded
+// as a single server's is and becomes the group's first snapshot.
+func (s *Server) openReplicated() error {
+	has, err := os.Stat(filepath.Join(s.opts.Dir, "raft"))
+	legacy := false
+	if err != nil || !has.IsDir() {
+		cps, _ := listFiles(s.opts.Dir, "checkpoint-", ".ckpt")
+		segs, _ := listFiles(s.opts.Dir, "log-", ".wal")
+		legacy = len(cps) > 0 || len(segs) > 0
+	}
+	if legacy {
+		if err := s.recover(); err != nil {
+			return err
+		}
+		s.log.Info("raft: starting from the state a single server left in the data directory", "index", s.index)
+	} else {
+		s.tree, s.dd, s.calls.d = newTree(), newDedupe(), newDedupe()
+	}
+	s.pending = map[uint64]*published{}
+	s.committed = &published{tree: s.tree.Clone(), index: s.index, inodes: s.inodes}
+	s.publish(s.committed)
+	go s.loop()
+	go s.replicator()
+	if err := s.openRaft(legacy); err != nil {
+		close(s.stop)
+		<-s.syncEnd
+		return err
+	}
+	return nil
 }
 
 // recover loads the newest checkpoint and replays the log after it.
@@ -349,6 +403,8 @@ func (s *Server) loop() {
 				return
 			}
 			cur = nil
+		case j := <-s.fsmJobs:
+			s.runFSM(j, &cur)
 		case <-clock.C:
 			s.tree.clock.now.Add(1)
 		case p := <-s.tree.clock.opened:
@@ -408,6 +464,13 @@ func (s *Server) seal(b *batch) {
 		b.index = s.index
 		b.inodes = s.inodes
 		s.logged += int64(len(b.buf))
+		if s.rep != nil {
+			// Raft's snapshots are the checkpoints of a member.
+			if len(b.buf) > 0 {
+				s.pending[b.index] = &published{tree: b.tree, index: b.index, inodes: b.inodes}
+			}
+			return
+		}
 		if s.logged >= s.opts.CheckpointBytes && !b.wantCP && !b.stop && s.cpRunning.CompareAndSwap(false, true) {
 			b.wantCP = true
 		}
@@ -435,6 +498,10 @@ func (s *Server) apply(req *commitReq, b *batch) {
 	}
 	if s.failed.Load() != nil {
 		req.done(wire.StatusError, (*s.failed.Load()).Error())
+		return
+	}
+	if s.rep != nil && !s.leading.Load() {
+		req.done(wire.StatusNotLeader, "")
 		return
 	}
 	if req.noSnap {
@@ -593,8 +660,12 @@ func (s *Server) writeCheckpoint(cp *checkpointJob) error {
 	return syncDir(s.opts.Dir)
 }
 
-// Checkpoint writes a checkpoint of the state now and waits for it.
+// Checkpoint writes a checkpoint of the state now and waits for it; a
+// member of a replicated group takes a Raft snapshot.
 func (s *Server) Checkpoint() error {
+	if s.rep != nil {
+		return s.rep.r.Snapshot().Error()
+	}
 	for !s.cpRunning.CompareAndSwap(false, true) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -627,9 +698,19 @@ func (s *Server) Close() error {
 	}
 	s.connMu.Unlock()
 	// The sessions' usage counts are committed while the loop runs.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	s.closeSessions(ctx)
-	cancel()
+	if s.rep == nil || s.leading.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s.closeSessions(ctx)
+		cancel()
+	}
+	if s.rep != nil {
+		// Raft first, so that its state machine waits for no loop.
+		err := s.closeRaft()
+		close(s.stop)
+		<-s.syncEnd
+		s.lock.Close()
+		return err
+	}
 	close(s.stop)
 	<-s.syncEnd
 	s.cpWG.Wait()

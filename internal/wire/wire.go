@@ -52,7 +52,9 @@ const (
 	OpCommit byte = 4
 	// OpRelease: uvarint n, n snapshots. No reply.
 	OpRelease byte = 5
-	// OpStats: empty. Reply: bytes JSON of the server's figures.
+	// OpStats: empty, or byte flags (StatsDigest). Reply: bytes JSON of
+	// the server's figures. Every member of a replicated group answers
+	// it, leader or not.
 	OpStats byte = 6
 	// OpGetFollow: u64 snapshot, Follow rule, uvarint n, n keys each
 	// with byte follow. Reply: u64 snapshot, uvarint n, n values (byte
@@ -78,6 +80,21 @@ const (
 	// OpDetach: u64 session. The server drops what it ran for the
 	// session. Reply: empty.
 	OpDetach byte = 11
+	// OpMember: byte MemberAdd or MemberRemove, bytes member id, bytes
+	// the member's Raft address (for MemberAdd). The leader of a
+	// replicated group changes its membership. Reply: empty.
+	OpMember byte = 12
+)
+
+// StatsDigest asks OpStats for a digest of the whole state (every
+// record read once: slow on a large volume), to compare the members of
+// a group.
+const StatsDigest byte = 1
+
+// Changes of OpMember.
+const (
+	MemberAdd    byte = 1
+	MemberRemove byte = 2
 )
 
 // Follow is the rule of OpGetFollow: the key read next is Prefix, the
@@ -134,6 +151,11 @@ const (
 	// StatusErrno: an OpCall failed; body is uvarint kind (ErrnoPOSIX,
 	// ErrnoNoInode, ErrnoIO), uvarint errno, bytes message.
 	StatusErrno byte = 5
+	// StatusNotLeader: the server is a member of a replicated group that
+	// is not its leader (or no longer is), and serves nothing; the client
+	// sends the request again to another member. Body: bytes, the
+	// client address of the leader when the member knows it, or empty.
+	StatusNotLeader byte = 6
 )
 
 // CallSentAgain flags an OpCall its client sent before without getting

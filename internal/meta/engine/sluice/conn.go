@@ -63,9 +63,9 @@ func isPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
-// dial connects to the endpoint, runs TLS and the secret's handshake,
-// and says hello.
-func dial(ctx context.Context, ep endpoint) (*conn, error) {
+// connect makes a connection to the endpoint, runs TLS and the secret's
+// handshake: it is ready for requests.
+func connect(ctx context.Context, ep endpoint) (*conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", ep.addr)
 	if err != nil {
@@ -93,6 +93,15 @@ func dial(ctx context.Context, ep endpoint) (*conn, error) {
 	}
 	c := &conn{nc: nc, w: bufio.NewWriterSize(nc, 64<<10), pending: map[uint64]chan wire.Frame{}}
 	go c.readLoop()
+	return c, nil
+}
+
+// dial connects to the endpoint and says hello.
+func dial(ctx context.Context, ep endpoint) (*conn, error) {
+	c, err := connect(ctx, ep)
+	if err != nil {
+		return nil, err
+	}
 	f, err := c.call(ctx, wire.OpHello, nil, func(b *wire.Buf) {
 		b.Uvarint(wire.Version)
 		b.Bytes([]byte(ep.name))
@@ -101,12 +110,20 @@ func dial(ctx context.Context, ep endpoint) (*conn, error) {
 		c.close()
 		return nil, err
 	}
+	if f.Kind == wire.StatusNotLeader {
+		c.close()
+		return nil, errNotLeader
+	}
 	if f.Kind != wire.StatusOK {
 		c.close()
 		return nil, replyError(f)
 	}
 	return c, nil
 }
+
+// errNotLeader reports a member of a replicated group that does not lead
+// it (wire.StatusNotLeader): the request goes to another member.
+var errNotLeader = errors.New("metadata server is not the leader of its group")
 
 func (c *conn) readLoop() {
 	r := bufio.NewReaderSize(c.nc, 64<<10)

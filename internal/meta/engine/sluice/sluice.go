@@ -26,9 +26,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,12 +44,15 @@ import (
 // longer has; as a conflict, it makes kvstore run the transaction again.
 var errNoSnapshot = fmt.Errorf("snapshot gone from the metadata server: %w", store.ErrConflict)
 
-// DB is a connection pool to one metadata server.
+// DB is a connection pool to one metadata server, or to the leader of a
+// replicated group of them.
 type DB struct {
-	endpoint
-	timeout time.Duration
-	client  uint64
-	txn     atomic.Uint64
+	endpoint              // addr joins the members' addresses
+	addrs    []string     // the members the URL names
+	leader   atomic.Int32 // index in addrs of the member that last led
+	timeout  time.Duration
+	client   uint64
+	txn      atomic.Uint64
 
 	mu     sync.Mutex // guards conns, rel, closed
 	conns  []*conn
@@ -114,12 +119,19 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 	}
 	shown := redacted(u)
 	if u.Scheme != "sluice" || u.Host == "" {
-		return nil, fmt.Errorf("metadata URL %q: want sluice://[:SECRET@]HOST:PORT[/NAME]", shown)
+		return nil, fmt.Errorf("metadata URL %q: want sluice://[:SECRET@]HOST:PORT[,HOST:PORT…][/NAME]", shown)
 	}
-	if u.Port() == "" {
-		u.Host += ":9400"
+	var addrs []string
+	for _, h := range strings.Split(u.Host, ",") {
+		if h == "" {
+			return nil, fmt.Errorf("metadata URL %q: an empty address in the list", shown)
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), "9400")
+		}
+		addrs = append(addrs, h)
 	}
-	db := &DB{endpoint: endpoint{addr: u.Host, name: trimSlash(u.Path)}, timeout: time.Minute}
+	db := &DB{endpoint: endpoint{addr: strings.Join(addrs, ","), name: trimSlash(u.Path)}, addrs: addrs, timeout: time.Minute}
 	if err := db.endpoint.credentials(u); err != nil {
 		return nil, fmt.Errorf("metadata URL %q: %w", shown, err)
 	}
@@ -147,13 +159,47 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 	rand.Read(id[:])
 	db.client = binary.BigEndian.Uint64(id[:]) | 1
 	// The first connection is made now, so that a wrong address, name or
-	// secret fails Open with a clear error.
-	c, err := dial(ctx, db.endpoint)
-	if err != nil {
-		return nil, fmt.Errorf("metadata server %s: %w", db.addr, err)
+	// secret fails Open with a clear error; a group electing a leader is
+	// waited for, within the timeout.
+	deadline := time.Now().Add(db.timeout)
+	for i := 0; ; i++ {
+		c, err := db.dial(ctx)
+		if err == nil {
+			db.conns[0] = c
+			return db, nil
+		}
+		if !errors.Is(err, errNotLeader) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("metadata server %s: %w", db.addr, err)
+		}
+		select {
+		case <-time.After(backoff(i)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	db.conns[0] = c
-	return db, nil
+}
+
+// dial connects to the member that leads, trying the one that led last
+// first, then the others in turn. With one address, it is the server.
+func (d *DB) dial(ctx context.Context) (*conn, error) {
+	first := int(d.leader.Load())
+	var errs []error
+	for i := range d.addrs {
+		j := (first + i) % len(d.addrs)
+		ep := d.endpoint
+		ep.addr = d.addrs[j]
+		c, err := dial(ctx, ep)
+		if err == nil {
+			d.leader.Store(int32(j))
+			return c, nil
+		}
+		if ctx.Err() != nil || len(d.addrs) == 1 || isPermanent(err) {
+			// Credentials one member refuses, all do.
+			return nil, err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", d.addrs[j], err))
+	}
+	return nil, errors.Join(errs...)
 }
 
 func trimSlash(p string) string {
@@ -197,7 +243,7 @@ func (d *DB) conn(ctx context.Context) (*conn, error) {
 	if c != nil && !c.isBroken() {
 		return c, nil
 	}
-	nc, err := dial(ctx, d.endpoint)
+	nc, err := d.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +269,13 @@ func (d *DB) do(ctx context.Context, op byte, fill func(*wire.Buf)) (wire.Frame,
 		if err == nil {
 			var f wire.Frame
 			f, err = c.call(ctx, op, d.releases(), fill)
+			if err == nil && f.Kind == wire.StatusNotLeader {
+				// The member stopped leading: send the request again
+				// to the next leader, which answers a commit or a call
+				// it already has as a server does after a restart.
+				c.close()
+				err = errNotLeader
+			}
 			if err == nil {
 				return f, nil
 			}
@@ -331,7 +384,9 @@ func (d *DB) View(ctx context.Context, fn func(kvstore.Txn) error) error {
 
 var _ store.Reporter = (*DB)(nil)
 
-// Report returns the server's figures (metaserver.Stats) as JSON.
+// Report returns the server's figures (metaserver.Stats) as JSON; for a
+// replicated group, the leader's, with each member's as it answers
+// (Members) under "Members".
 func (d *DB) Report(ctx context.Context) (json.RawMessage, error) {
 	f, err := d.do(ctx, wire.OpStats, nil)
 	if err != nil {
@@ -342,5 +397,91 @@ func (d *DB) Report(ctx context.Context) (json.RawMessage, error) {
 	}
 	r := wire.NewReader(f.Body)
 	js := r.Bytes()
+	if err := r.Done(); err != nil || len(d.addrs) < 2 {
+		return json.RawMessage(js), err
+	}
+	var out map[string]any
+	if err := json.Unmarshal(js, &out); err != nil {
+		return nil, fmt.Errorf("metadata server figures: %w", err)
+	}
+	out["Members"] = d.Members(ctx, false)
+	return json.Marshal(out)
+}
+
+// MemberReport is what one address of the URL answers: the figures of
+// the server there, or why it did not answer.
+type MemberReport struct {
+	Address string
+	Stats   json.RawMessage `json:",omitempty"`
+	Error   string          `json:",omitempty"`
+}
+
+// Members asks every address of the URL for its server's figures, in
+// turn, each within the URL's timeout or ctx; with digest, each computes
+// a digest of its records (see wire.StatsDigest).
+func (d *DB) Members(ctx context.Context, digest bool) []MemberReport {
+	out := make([]MemberReport, len(d.addrs))
+	for i, a := range d.addrs {
+		out[i].Address = a
+		js, err := d.memberStats(ctx, a, digest)
+		if err != nil {
+			out[i].Error = err.Error()
+			continue
+		}
+		out[i].Stats = js
+	}
+	return out
+}
+
+func (d *DB) memberStats(ctx context.Context, addr string, digest bool) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, min(d.timeout, 10*time.Second))
+	defer cancel()
+	ep := d.endpoint
+	ep.addr = addr
+	c, err := connect(ctx, ep)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	f, err := c.call(ctx, wire.OpStats, nil, func(b *wire.Buf) {
+		if digest {
+			b.Byte(wire.StatsDigest)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if f.Kind != wire.StatusOK {
+		return nil, replyError(f)
+	}
+	r := wire.NewReader(f.Body)
+	js := r.Bytes()
 	return json.RawMessage(js), r.Done()
+}
+
+// AddMember adds the member id, whose Raft port is at addr, to the
+// replicated group, or changes its address; the leader does it once the
+// group has committed the change.
+func (d *DB) AddMember(ctx context.Context, id, addr string) error {
+	return d.member(ctx, wire.MemberAdd, id, addr)
+}
+
+// RemoveMember removes the member id from the replicated group.
+func (d *DB) RemoveMember(ctx context.Context, id string) error {
+	return d.member(ctx, wire.MemberRemove, id, "")
+}
+
+func (d *DB) member(ctx context.Context, change byte, id, addr string) error {
+	f, err := d.do(ctx, wire.OpMember, func(b *wire.Buf) {
+		b.Byte(change)
+		b.Bytes([]byte(id))
+		b.Bytes([]byte(addr))
+	})
+	if err != nil {
+		return err
+	}
+	if f.Kind != wire.StatusOK {
+		return replyError(f)
+	}
+	return nil
 }
