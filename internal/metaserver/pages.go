@@ -442,16 +442,25 @@ func applyWrites(t *tree, ws []wire.Write, index uint64) (inodes int64) {
 	slices.SortStableFunc(order, func(a, b int) int { return bytes.Compare(ws[a].Key, ws[b].Key) })
 	for i := 0; i < len(order); {
 		p := t.pageFor(ws[order[i]].Key)
-		// The writes up to the next page's first key fall into p.
+		// The writes up to the next page's first key fall into p. The
+		// next page is looked up (a descent of the index) only when a
+		// write follows, or when p is left small.
 		var next *page
-		if p != nil {
-			t.pages.AscendGreaterOrEqual(p, func(q *page) bool {
-				if q == p {
-					return true
-				}
-				next = q
-				return false
-			})
+		found := p == nil
+		findNext := func() {
+			if !found {
+				found = true
+				t.pages.AscendGreaterOrEqual(p, func(q *page) bool {
+					if q == p {
+						return true
+					}
+					next = q
+					return false
+				})
+			}
+		}
+		if i+1 < len(order) {
+			findNext()
 		}
 		j := i + 1
 		for j < len(order) && (next == nil || bytes.Compare(ws[order[j]].Key, next.first) < 0) {
@@ -464,16 +473,23 @@ func applyWrites(t *tree, ws []wire.Write, index uint64) (inodes int64) {
 			var data []byte
 			var n, added int
 			var delta int64
-			data, t.scratch, n, added, delta = splice(t.scratch, p.content(), ws, order[i:j], index)
+			data, t.scratch, n, added, delta = splice(t.scratch, p.content(), p.n, ws, order[i:j], index)
+			if len(data) <= pageMax && n > 0 && len(data) < pageMin {
+				findNext()
+			}
 			if len(data) <= pageMax && n > 0 && (len(data) >= pageMin || next == nil) {
 				inodes += delta
 				t.n += added
-				t.remove(p)
-				t.add(openPage(data, n))
+				np := openPage(data, n)
+				if !bytes.Equal(np.first, p.first) {
+					t.remove(p)
+				} // else np takes p's place in one step (add)
+				t.add(np)
 				i = j
 				continue
 			}
 		}
+		findNext()
 		var old []pair
 		if p != nil {
 			old = p.pairs(make([]pair, 0, p.n+j-i))
@@ -502,37 +518,56 @@ func applyWrites(t *tree, ws []wire.Write, index uint64) (inodes int64) {
 }
 
 // splice applies the writes ws[order[...]] (sorted by key, in commit
-// order within a key) to the pairs encoded in data, and returns the new
-// encoding (its own allocation), its pairs, how many it has more than
-// data, and the change in node records. Pairs the writes leave alone are
-// copied as they are encoded, except the first after a change, whose
-// shared prefix is counted again.
+// order within a key) to the pairs encoded in data (pairs of them), and
+// returns the new encoding (its own allocation), its pairs, how many it
+// has more than data, and the change in node records. Pairs the writes
+// leave alone are copied as they are encoded, a run of them at a time,
+// except the first after a change, whose shared prefix is counted again;
+// those after the last write are not even decoded.
 //
 // scratch is a buffer to encode into, returned grown for the next call.
-func splice(scratch, data []byte, ws []wire.Write, order []int, index uint64) (out, grown []byte, n, added int, inodes int64) {
-	e := encoder{buf: scratch[:0]}
-	var c cursor
+func splice(scratch, data []byte, pairs int, ws []wire.Write, order []int, index uint64) (out, grown []byte, n, added int, inodes int64) {
+	e := encoder{buf: scratch[:0], prev: make([]byte, 0, 64)}
+	c := cursor{key: make([]byte, 0, 64)}
 	c.reset(data)
 	have := c.next()
+	seen := 0 // pairs of data before c's
+	// run: where the run of old pairs to copy as they are begins (-1:
+	// none); the pair before c's is its last, and e.prev is not yet its
+	// key.
+	run := -1
 	// verbatim: the pair emitted last is the old pair before c's (or
 	// nothing was emitted and c is at the first), so c's encoding holds.
 	verbatim := true
+	flush := func() {
+		if run >= 0 {
+			e.buf = append(e.buf, data[run:c.start]...)
+			run = -1
+		}
+	}
 	emitOld := func() {
 		if verbatim {
-			e.buf = append(e.buf, data[c.start:c.off]...)
+			if run < 0 {
+				run = c.start
+			}
 			e.prev = append(e.prev[:0], c.key...)
 			e.n++
 		} else {
 			e.add(c.key, c.val, c.rev)
 			verbatim = true
 		}
+		seen++
 		have = c.next()
+		if !have {
+			c.start = len(data)
+		}
 	}
 	for k := 0; k < len(order); {
 		key := ws[order[k]].Key
 		for have && bytes.Compare(c.key, key) < 0 {
 			emitOld()
 		}
+		flush()
 		had := have && bytes.Equal(c.key, key)
 		var val []byte
 		if had {
@@ -544,15 +579,26 @@ func splice(scratch, data []byte, ws []wire.Write, order []int, index uint64) (o
 		k, exists, val, a, d = settle(ws, order, k, had, val)
 		added, inodes = added+a, inodes+d
 		if had {
+			seen++
 			have = c.next() // past the old pair, written anew below or dropped
+			if !have {
+				c.start = len(data)
+			}
 		}
 		if exists {
 			e.add(key, val, index)
 		}
 		verbatim = false // the next old pair follows another key now
 	}
-	for have {
-		emitOld()
+	if have {
+		emitOld() // encoded anew: it follows another key now
+		flush()
+		if have {
+			// The rest as it is: its first pair follows the old pair
+			// before it, as in data.
+			e.buf = append(e.buf, data[c.start:]...)
+			e.n += pairs - seen
+		}
 	}
 	return bytes.Clone(e.buf), e.buf, e.n, added, inodes
 }

@@ -209,6 +209,7 @@ func TestPagesAgainstModel(t *testing.T) {
 		}
 		if index%10 == 0 {
 			check(t, tr, m, r)
+			checkCounts(t, tr)
 		}
 		if r.IntN(100) == 0 {
 			snaps = append(snaps, snap{tr.Clone(), m.clone()})
@@ -234,6 +235,23 @@ func TestPagesAgainstModel(t *testing.T) {
 	}
 	pages, size := tr.Pages()
 	t.Logf("%d pairs in %d pages, %d bytes", tr.Len(), pages, size)
+}
+
+// checkCounts checks that each page of tr counts the pairs it holds.
+func checkCounts(t *testing.T, tr *tree) {
+	t.Helper()
+	tr.pages.Ascend(func(p *page) bool {
+		var c cursor
+		c.reset(p.content())
+		n := 0
+		for c.next() {
+			n++
+		}
+		if n != p.n {
+			t.Fatalf("page starting %q holds %d pairs and counts %d", p.first, n, p.n)
+		}
+		return true
+	})
 }
 
 // TestLoaderRefusesDisorder: a checkpoint's pairs come in key order; one
@@ -361,6 +379,43 @@ func BenchmarkSplice(b *testing.B) {
 	b.ResetTimer()
 	var scratch []byte
 	for range b.N {
-		_, scratch, _, _, _ = splice(scratch, p.data, one, []int{0}, 2)
+		_, scratch, _, _, _ = splice(scratch, p.data, p.n, one, []int{0}, 2)
+	}
+}
+
+// BenchmarkApplyCreate applies what a create commits (the new node, its
+// entry, the directory's node) to a tree of 100,000 files' records, and
+// clones the tree every 8 commits as the apply loop does for each batch
+// it hands the syncer: the loop's work per create.
+//
+//	go test -run XXX -bench ApplyCreate -benchmem ./internal/metaserver
+func BenchmarkApplyCreate(b *testing.B) {
+	key := func(ino uint64, kind byte, rest ...byte) []byte {
+		k := append([]byte{'A'}, binary.BigEndian.AppendUint64(nil, ino)...)
+		return append(append(k, kind), rest...)
+	}
+	tr := newTree()
+	var ws []wire.Write
+	for i := uint64(0); i < 100_000; i++ {
+		ws = append(ws,
+			wire.Write{Key: key(1000+i, 'I'), Value: make([]byte, 73)},
+			wire.Write{Key: key(2+i/1000, 'D', []byte(fmt.Sprintf("file-%06d", i%1000))...), Value: make([]byte, 9)})
+	}
+	applyWrites(tr, ws, 1)
+	commits := make([][]wire.Write, b.N)
+	for i := range commits {
+		dir := uint64(500 + i%16)
+		commits[i] = []wire.Write{
+			{Key: key(200_000+uint64(i), 'I'), Value: make([]byte, 73)},
+			{Key: key(dir, 'D', []byte(fmt.Sprintf("f%07d", i))...), Value: make([]byte, 9)},
+			{Key: key(dir, 'I'), Value: make([]byte, 73)},
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		applyWrites(tr, commits[i], uint64(2+i))
+		if i%8 == 7 {
+			tr.Clone()
+		}
 	}
 }

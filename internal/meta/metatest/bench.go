@@ -33,7 +33,19 @@ type Ops interface {
 // entries. An engine's test file runs it from a Benchmark function; results
 // are per operation (ns/op), or per listed entry for the listings.
 func Bench(b *testing.B, newStore func(tb testing.TB) store.Store) {
-	BenchOps(b, func(tb testing.TB) Ops {
+	BenchWith(b, newStore, nil)
+}
+
+// A Meter measures what a benchmark's timed part cost besides time (the
+// server's CPU, its requests, its log syncs): BenchWith calls it when
+// the timed part starts and the function it returns when it ends, with
+// the operations run; that reports with b.ReportMetric.
+type Meter func(b *testing.B) (stop func(ops int))
+
+// BenchWith is Bench, with meter (nil: none) measuring each benchmark's
+// timed part.
+func BenchWith(b *testing.B, newStore func(tb testing.TB) store.Store, meter Meter) {
+	BenchOpsWith(b, func(tb testing.TB) Ops {
 		ctx := context.Background()
 		st := newStore(tb)
 		tb.Cleanup(func() { st.Close() })
@@ -46,7 +58,7 @@ func Bench(b *testing.B, newStore func(tb testing.TB) store.Store) {
 		}
 		tb.Cleanup(func() { c.Close(ctx) })
 		return c
-	})
+	}, meter)
 }
 
 // BenchFormat returns the settings of the volumes Bench formats.
@@ -54,7 +66,21 @@ func BenchFormat() *meta.Format { return testFormat() }
 
 // BenchOps is Bench over the operations open returns, on a freshly
 // formatted volume of its own for each benchmark.
-func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
+func BenchOps(b *testing.B, open func(tb testing.TB) Ops) { BenchOpsWith(b, open, nil) }
+
+// BenchOpsWith is BenchOps, with meter (nil: none) measuring each
+// benchmark's timed part.
+func BenchOpsWith(b *testing.B, open func(tb testing.TB) Ops, meter Meter) {
+	// start resets the timer and starts the meter; the function it
+	// returns stops the meter.
+	start := func(b *testing.B) func() {
+		b.ResetTimer()
+		if meter == nil {
+			return func() {}
+		}
+		stop := meter(b)
+		return func() { stop(b.N) }
+	}
 	// A context that can be cancelled, as a mount's requests have: some
 	// drivers watch such a context on a goroutine per statement.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -80,7 +106,7 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 	b.Run("Create", func(b *testing.B) {
 		c, dir := setup(b)
 		var l latencies
-		b.ResetTimer()
+		stop := start(b)
 		for i := 0; i < b.N; i++ {
 			if err := l.time(func() error {
 				_, err := c.Mknod(ctx, dir, fmt.Appendf(nil, "f%07d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
@@ -89,6 +115,7 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 				b.Fatal(err)
 			}
 		}
+		stop()
 		l.report(b)
 	})
 	const files = 1000
@@ -96,7 +123,7 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 		c, dir := setup(b)
 		create(b, c, dir, files)
 		var l latencies
-		b.ResetTimer()
+		stop := start(b)
 		for i := 0; i < b.N; i++ {
 			if err := l.time(func() error {
 				_, err := c.Lookup(ctx, dir, fmt.Appendf(nil, "f%07d", i%files))
@@ -105,6 +132,7 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 				b.Fatal(err)
 			}
 		}
+		stop()
 		l.report(b)
 	})
 	// Sixteen callers looking names up at once.
@@ -112,25 +140,27 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 		c, dir := setup(b)
 		create(b, c, dir, files)
 		var l latencies
-		b.ResetTimer()
+		stop := start(b)
 		parallel(b, 16, func(i int64) error {
 			return l.time(func() error {
 				_, err := c.Lookup(ctx, dir, fmt.Appendf(nil, "f%07d", i%files))
 				return err
 			})
 		})
+		stop()
 		l.report(b)
 	})
 	// A name that is not there: what the kernel asks before every create.
 	b.Run("LookupMissing", func(b *testing.B) {
 		c, dir := setup(b)
 		create(b, c, dir, files)
-		b.ResetTimer()
+		stop := start(b)
 		for i := 0; i < b.N; i++ {
 			if _, err := c.Lookup(ctx, dir, fmt.Appendf(nil, "g%07d", i)); !errors.Is(err, syscall.ENOENT) {
 				b.Fatalf("lookup of a missing name: %v", err)
 			}
 		}
+		stop()
 	})
 	// utime(2) of a closed file: one write transaction.
 	b.Run("SetAttr", func(b *testing.B) {
@@ -139,18 +169,19 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ResetTimer()
+		stop := start(b)
 		for i := 0; i < b.N; i++ {
 			in := meta.Attr{Atime: int64(i), Mtime: int64(i)}
 			if _, err := c.SetAttr(ctx, f.Ino, meta.SetAtime|meta.SetMtime, &in); err != nil {
 				b.Fatal(err)
 			}
 		}
+		stop()
 	})
 	b.Run("GetAttr", func(b *testing.B) {
 		c, dir := setup(b)
 		var l latencies
-		b.ResetTimer()
+		stop := start(b)
 		for i := 0; i < b.N; i++ {
 			if err := l.time(func() error {
 				_, err := c.GetAttr(ctx, dir)
@@ -159,57 +190,62 @@ func BenchOps(b *testing.B, open func(tb testing.TB) Ops) {
 				b.Fatal(err)
 			}
 		}
+		stop()
 		l.report(b)
 	})
 	b.Run("Rename", func(b *testing.B) {
 		c, dir := setup(b)
 		create(b, c, dir, 1)
 		var l latencies
-		b.ResetTimer()
+		stop := start(b)
 		for i := 0; i < b.N; i++ {
 			from, to := fmt.Appendf(nil, "f%07d", i), fmt.Appendf(nil, "f%07d", i+1)
 			if err := l.time(func() error { return c.Rename(ctx, dir, from, dir, to, 0) }); err != nil {
 				b.Fatal(err)
 			}
 		}
+		stop()
 		l.report(b)
 	})
 	b.Run("Unlink", func(b *testing.B) {
 		c, dir := setup(b)
 		create(b, c, dir, b.N)
 		var l latencies
-		b.ResetTimer()
+		stop := start(b)
 		for i := 0; i < b.N; i++ {
 			if err := l.time(func() error { return c.Unlink(ctx, dir, fmt.Appendf(nil, "f%07d", i)) }); err != nil {
 				b.Fatal(err)
 			}
 		}
+		stop()
 		l.report(b)
 	})
-	// Sixteen callers at once, each creating files in its own directory:
-	// what an engine makes of concurrency (group commit, pipelining), per
-	// operation of all.
-	b.Run("Create16", func(b *testing.B) {
-		c, _ := setup(b)
-		const clients = 16
-		dirs := make([]meta.Ino, clients)
-		for i := range dirs {
-			d, err := c.Mknod(ctx, meta.RootIno, fmt.Appendf(nil, "p%d", i), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
-			if err != nil {
-				b.Fatal(err)
+	// Sixteen (and sixty-four) callers at once, each creating files in
+	// its own directory: what an engine makes of concurrency (group
+	// commit, pipelining), per operation of all.
+	for _, clients := range []int{16, 64} {
+		b.Run(fmt.Sprintf("Create%d", clients), func(b *testing.B) {
+			c, _ := setup(b)
+			dirs := make([]meta.Ino, clients)
+			for i := range dirs {
+				d, err := c.Mknod(ctx, meta.RootIno, fmt.Appendf(nil, "p%d", i), meta.NewNode{Type: store.TypeDir, Mode: 0o755})
+				if err != nil {
+					b.Fatal(err)
+				}
+				dirs[i] = d.Ino
 			}
-			dirs[i] = d.Ino
-		}
-		var l latencies
-		b.ResetTimer()
-		parallel(b, clients, func(i int64) error {
-			return l.time(func() error {
-				_, err := c.Mknod(ctx, dirs[i%clients], fmt.Appendf(nil, "f%07d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
-				return err
+			var l latencies
+			stop := start(b)
+			parallel(b, clients, func(i int64) error {
+				return l.time(func() error {
+					_, err := c.Mknod(ctx, dirs[i%int64(clients)], fmt.Appendf(nil, "f%07d", i), meta.NewNode{Type: store.TypeFile, Mode: 0o644})
+					return err
+				})
 			})
+			stop()
+			l.report(b)
 		})
-		l.report(b)
-	})
+	}
 	for _, n := range []int{1000, 100_000} {
 		b.Run(fmt.Sprintf("ReadDirPlus%d", n), func(b *testing.B) {
 			if testing.Short() && n > 1000 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ func startServer(t testing.TB) string {
 		t.Fatal(err)
 	}
 	go srv.Serve(l)
+	current = benchServer{srv: srv}
 	t.Cleanup(func() {
 		if err := srv.Close(); err != nil {
 			t.Errorf("close server: %v", err)
@@ -72,8 +74,18 @@ func TestKV(t *testing.T) {
 		kvtest.Options{Snapshot: true})
 }
 
+// BenchmarkMeta runs the metadata benchmarks; SLUICE_BENCH_SERVER=process
+// runs the server in a process of its own, to measure its CPU (see meter).
 func BenchmarkMeta(b *testing.B) {
-	metatest.Bench(b, func(tb testing.TB) store.Store { return newStore(tb) })
+	metatest.BenchWith(b, func(tb testing.TB) store.Store {
+		url := ""
+		if os.Getenv("SLUICE_BENCH_SERVER") == "process" {
+			url = startChild(tb)
+		} else {
+			url = startServer(tb)
+		}
+		return kvstore.New(openDB(tb, url))
+	}, meter)
 }
 
 // TestConflictThenFresh checks that a transaction the server refused
