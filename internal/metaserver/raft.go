@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicefs/sluice/internal/wire"
 )
@@ -158,6 +160,8 @@ func (s *Server) openRaft(legacy bool) error {
 		conf.SnapshotThreshold = o.SnapshotThreshold
 	}
 	conf.NoLegacyTelemetry = true
+	// Batches applied together are written and sent together.
+	conf.BatchApplyCh = true
 	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
 	if err != nil {
 		return fmt.Errorf("raft log %s: %w", dir, err)
@@ -208,8 +212,58 @@ func (s *Server) openRaft(legacy bool) error {
 		return fmt.Errorf("raft: %w", err)
 	}
 	rep.r = r
+	s.m.reg.MustRegister(raftCollector{s})
 	go s.watchLeadership(r.LeaderCh())
 	return nil
+}
+
+// raftCollector exports a member's view of its group to Prometheus, read
+// from Raft at each scrape.
+type raftCollector struct{ s *Server }
+
+var (
+	raftLeaderDesc    = prometheus.NewDesc("sluice_metaserver_raft_leader", "1 while this member leads its group and serves clients, else 0.", nil, nil)
+	raftTermDesc      = prometheus.NewDesc("sluice_metaserver_raft_term", "The member's current Raft term: it grows with each election.", nil, nil)
+	raftCommitDesc    = prometheus.NewDesc("sluice_metaserver_raft_commit_index", "Index of the last Raft entry the member knows committed.", nil, nil)
+	raftAppliedDesc   = prometheus.NewDesc("sluice_metaserver_raft_applied_index", "Index of the last Raft entry the member applied.", nil, nil)
+	raftContactDesc   = prometheus.NewDesc("sluice_metaserver_raft_last_contact_seconds", "Seconds since a follower last heard from its leader (0 on the leader).", nil, nil)
+	raftMembersDesc   = prometheus.NewDesc("sluice_metaserver_raft_members", "Voting members in the group's configuration.", nil, nil)
+	raftSnapshotDesc  = prometheus.NewDesc("sluice_metaserver_raft_snapshot_index", "Index of the member's newest Raft snapshot.", nil, nil)
+	raftCollectorDesc = []*prometheus.Desc{raftLeaderDesc, raftTermDesc, raftCommitDesc, raftAppliedDesc, raftContactDesc, raftMembersDesc, raftSnapshotDesc}
+)
+
+func (c raftCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range raftCollectorDesc {
+		ch <- d
+	}
+}
+
+func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.raftStats()
+	if st == nil {
+		return
+	}
+	num := func(s string) float64 {
+		v, _ := strconv.ParseFloat(s, 64)
+		return v
+	}
+	leading := 0.0
+	if c.s.leading.Load() {
+		leading = 1
+	}
+	voters := 0
+	for _, m := range st.Members {
+		if m.Voter {
+			voters++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(raftLeaderDesc, prometheus.GaugeValue, leading)
+	ch <- prometheus.MustNewConstMetric(raftTermDesc, prometheus.GaugeValue, num(st.Term))
+	ch <- prometheus.MustNewConstMetric(raftCommitDesc, prometheus.GaugeValue, num(st.Commit))
+	ch <- prometheus.MustNewConstMetric(raftAppliedDesc, prometheus.GaugeValue, num(st.Applied))
+	ch <- prometheus.MustNewConstMetric(raftContactDesc, prometheus.GaugeValue, st.LastContact)
+	ch <- prometheus.MustNewConstMetric(raftMembersDesc, prometheus.GaugeValue, float64(voters))
+	ch <- prometheus.MustNewConstMetric(raftSnapshotDesc, prometheus.GaugeValue, num(st.Snapshot))
 }
 
 // slogWriter carries the Raft library's log lines into the server's log.
@@ -557,17 +611,52 @@ func (s *Server) verifyRounds() {
 }
 
 // replicator is the syncer of a member: it hands each batch's records to
-// Raft, and acknowledges and publishes the batch once Raft committed it.
+// Raft at once and goes back for the next, so that several batches are
+// in flight (Raft writes and sends those it has together), up to
+// maxInflight; acknowledge completes them in order.
 func (s *Server) replicator() {
 	defer close(s.syncEnd)
+	q := make(chan inflight, maxInflight)
+	done := make(chan struct{})
+	go s.acknowledge(q, done)
 	for {
 		s.syncReady <- struct{}{}
 		b := <-s.syncq
-		var err error
+		in := inflight{b: b, start: time.Now()}
 		if len(b.buf) > 0 && s.failed.Load() == nil {
-			start := time.Now()
-			err = s.rep.r.Apply(b.buf, 0).Error()
-			s.m.fsync.Observe(time.Since(start).Seconds())
+			in.f = s.rep.r.Apply(b.buf, 0)
+		}
+		q <- in
+		if b.stop {
+			close(q)
+			<-done
+			return
+		}
+	}
+}
+
+// maxInflight bounds the batches handed to Raft and not yet committed;
+// commits arriving meanwhile gather in the loop's next batch.
+const maxInflight = 4
+
+// inflight is a batch handed to Raft (f nil: nothing to replicate).
+type inflight struct {
+	b     *batch
+	f     raft.ApplyFuture
+	start time.Time
+}
+
+// acknowledge waits for each batch of q in order: committed, it is
+// published and its commits acknowledged; not committed (the member lost
+// its office), the clients are sent to the next leader.
+func (s *Server) acknowledge(q <-chan inflight, done chan<- struct{}) {
+	defer close(done)
+	for in := range q {
+		b := in.b
+		var err error
+		if in.f != nil {
+			err = in.f.Error()
+			s.m.fsync.Observe(time.Since(in.start).Seconds())
 			s.m.logBytes.Add(float64(len(b.buf)))
 			s.m.batch.Observe(float64(len(b.reqs)))
 		}
@@ -596,9 +685,6 @@ func (s *Server) replicator() {
 				}
 			}
 		}
-		if b.stop {
-			return
-		}
 	}
 }
 
@@ -617,16 +703,19 @@ func (s *Server) closeRaft() error {
 
 // RaftStats are a member's figures of its group.
 type RaftStats struct {
-	ID       string   `json:"id"`
-	State    string   `json:"state"`
-	Leader   string   `json:"leader"`
-	LeaderID string   `json:"leader_id"`
-	Term     string   `json:"term"`
-	Commit   string   `json:"commit_index"`
-	Applied  string   `json:"applied_index"`
-	LastLog  string   `json:"last_log_index"`
-	Snapshot string   `json:"last_snapshot_index"`
-	Members  []Member `json:"members"`
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Leader   string `json:"leader"`
+	LeaderID string `json:"leader_id"`
+	Term     string `json:"term"`
+	Commit   string `json:"commit_index"`
+	Applied  string `json:"applied_index"`
+	LastLog  string `json:"last_log_index"`
+	Snapshot string `json:"last_snapshot_index"`
+	// LastContact is how many seconds ago a follower last heard from
+	// its leader (0 on the leader; -1: never).
+	LastContact float64  `json:"last_contact_seconds"`
+	Members     []Member `json:"members"`
 }
 
 // Member is one member of the group as its configuration says.
@@ -647,6 +736,15 @@ func (s *Server) raftStats() *RaftStats {
 	out := &RaftStats{ID: s.opts.Raft.ID, State: st["state"], Leader: string(addr), LeaderID: string(id),
 		Term: st["term"], Commit: st["commit_index"], Applied: st["applied_index"],
 		LastLog: st["last_log_index"], Snapshot: st["last_snapshot_index"]}
+	switch lc := st["last_contact"]; lc {
+	case "0":
+	case "never":
+		out.LastContact = -1
+	default:
+		if d, err := time.ParseDuration(lc); err == nil {
+			out.LastContact = d.Seconds()
+		}
+	}
 	if f := r.GetConfiguration(); f.Error() == nil {
 		for _, m := range f.Configuration().Servers {
 			out.Members = append(out.Members, Member{ID: string(m.ID), Addr: string(m.Address), Voter: m.Suffrage == raft.Voter, Leading: m.ID == id})

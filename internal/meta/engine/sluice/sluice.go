@@ -409,11 +409,27 @@ func (d *DB) Report(ctx context.Context) (json.RawMessage, error) {
 }
 
 // MemberReport is what one address of the URL answers: the figures of
-// the server there, or why it did not answer.
+// the server there, or why it did not answer, and what follows from them.
 type MemberReport struct {
 	Address string
-	Stats   json.RawMessage `json:",omitempty"`
-	Error   string          `json:",omitempty"`
+	// Healthy: the member answered, takes part in a group with a leader,
+	// and (a follower) heard from the leader within the last 5 s.
+	Healthy bool
+	// Lag is how many Raft entries the member applied fewer than the
+	// leader that answered (-1: unknown).
+	Lag   int64
+	Stats json.RawMessage `json:",omitempty"`
+	Error string          `json:",omitempty"`
+}
+
+// memberRaft is what Members reads of a member's figures.
+type memberRaft struct {
+	Raft *struct {
+		State       string  `json:"state"`
+		Leader      string  `json:"leader"`
+		Applied     string  `json:"applied_index"`
+		LastContact float64 `json:"last_contact_seconds"`
+	}
 }
 
 // Members asks every address of the URL for its server's figures, in
@@ -429,6 +445,29 @@ func (d *DB) Members(ctx context.Context, digest bool) []MemberReport {
 			continue
 		}
 		out[i].Stats = js
+	}
+	// Health and lag, against the applied index of a member that leads.
+	var leader int64 = -1
+	rafts := make([]memberRaft, len(out))
+	for i, r := range out {
+		out[i].Lag = -1
+		if r.Stats == nil || json.Unmarshal(r.Stats, &rafts[i]) != nil || rafts[i].Raft == nil {
+			continue
+		}
+		if rafts[i].Raft.State == "Leader" {
+			leader, _ = strconv.ParseInt(rafts[i].Raft.Applied, 10, 64)
+		}
+	}
+	for i, mr := range rafts {
+		if mr.Raft == nil {
+			out[i].Healthy = out[i].Stats != nil && len(d.addrs) == 1
+			continue
+		}
+		st := mr.Raft
+		out[i].Healthy = st.State == "Leader" || st.State == "Follower" && st.Leader != "" && st.LastContact >= 0 && st.LastContact < 5
+		if applied, err := strconv.ParseInt(st.Applied, 10, 64); err == nil && leader >= 0 {
+			out[i].Lag = max(leader-applied, 0)
+		}
 	}
 	return out
 }
