@@ -73,6 +73,14 @@ type RaftOptions struct {
 	// SnapshotThreshold is how many log entries make a member take a
 	// snapshot (default 8192).
 	SnapshotThreshold uint64
+
+	// Faults injected by tests: net cuts the member's Raft traffic when
+	// asked; lateStepDown delays the news of lost leadership (which Raft
+	// delivers on a channel, so late at times); noReadIndex drops the
+	// read index, which the linearizability check must catch.
+	net          *netFaults
+	lateStepDown time.Duration
+	noReadIndex  bool
 }
 
 // Peer is one member of a group: its id and the address of its Raft port.
@@ -180,7 +188,7 @@ func (s *Server) openRaft(legacy bool) error {
 		store.Close()
 		return fmt.Errorf("raft advertise address %q: %w", adv, err)
 	}
-	layer := &streamLayer{Listener: o.Listener, adv: advAddr, secret: o.Secret, log: s.log}
+	layer := &streamLayer{Listener: o.Listener, adv: advAddr, secret: o.Secret, log: s.log, faults: o.net}
 	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
 	})
@@ -281,6 +289,7 @@ func (w slogWriter) Write(p []byte) (int, error) {
 func (s *Server) watchLeadership(ch <-chan bool) {
 	for leader := range ch {
 		if !leader {
+			time.Sleep(s.opts.Raft.lateStepDown)
 			s.stepDown()
 			continue
 		}
@@ -572,6 +581,9 @@ func (s *Server) readIndex() error {
 	if !s.leading.Load() {
 		return errNotLeader
 	}
+	if s.opts.Raft.noReadIndex {
+		return nil
+	}
 	ch := make(chan error, 1)
 	rep.mu.Lock()
 	rep.waiters = append(rep.waiters, ch)
@@ -784,6 +796,7 @@ type streamLayer struct {
 	adv    net.Addr
 	secret []byte
 	log    *slog.Logger
+	faults *netFaults // nil but in tests
 }
 
 func (l *streamLayer) Addr() net.Addr { return l.adv }
@@ -801,6 +814,9 @@ func (l *streamLayer) Accept() (net.Conn, error) {
 			nc.Close()
 			continue
 		}
+		if nc = l.faults.wrap(nc); nc == nil {
+			continue
+		}
 		return nc, nil
 	}
 }
@@ -815,5 +831,50 @@ func (l *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 		nc.Close()
 		return nil, fmt.Errorf("member %s: %w", addr, err)
 	}
+	if nc = l.faults.wrap(nc); nc == nil {
+		return nil, fmt.Errorf("member %s: %w", addr, errCut)
+	}
 	return nc, nil
+}
+
+// netFaults cuts a member off from the others, for tests: while cut, its
+// Raft connections are closed and no new one is made.
+type netFaults struct {
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+}
+
+var errCut = errors.New("cut off by a test")
+
+// wrap returns nc, tracked to be closed at the next cut; nil (nc closed)
+// while cut. A nil netFaults injects nothing.
+func (f *netFaults) wrap(nc net.Conn) net.Conn {
+	if f == nil {
+		return nc
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cut {
+		nc.Close()
+		return nil
+	}
+	if f.conns == nil {
+		f.conns = map[net.Conn]struct{}{}
+	}
+	f.conns[nc] = struct{}{}
+	return nc
+}
+
+// setCut cuts the member off (closing its connections) or heals it.
+func (f *netFaults) setCut(cut bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut = cut
+	if cut {
+		for c := range f.conns {
+			c.Close()
+		}
+		f.conns = nil
+	}
 }

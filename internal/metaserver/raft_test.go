@@ -16,6 +16,7 @@ import (
 
 // member is one server of a group made by a test.
 type member struct {
+	tweak    func(*RaftOptions) // faults to inject
 	id, dir  string
 	secret   []byte // of the members' port
 	client   string // the client address
@@ -23,8 +24,9 @@ type member struct {
 	s        *Server
 }
 
-// startGroup starts n members of a new group on loopback.
-func startGroup(t *testing.T, n int) []*member {
+// startGroup starts n members of a new group on loopback; tweak, when
+// given, injects faults in each.
+func startGroup(t *testing.T, n int, tweak ...func(*RaftOptions)) []*member {
 	t.Helper()
 	ms := make([]*member, n)
 	var peers []Peer
@@ -36,6 +38,9 @@ func startGroup(t *testing.T, n int) []*member {
 		}
 		rls[i] = rl
 		ms[i] = &member{id: fmt.Sprintf("m%d", i), dir: t.TempDir(), raftAddr: rl.Addr().String()}
+		if len(tweak) > 0 {
+			ms[i].tweak = tweak[0]
+		}
 		peers = append(peers, Peer{ID: ms[i].id, Addr: ms[i].raftAddr})
 	}
 	for i, m := range ms {
@@ -70,10 +75,14 @@ func (m *member) start(t *testing.T, rl net.Listener, peers []Peer) {
 		t.Fatal(err)
 	}
 	m.client = ln.Addr().String()
-	m.s, err = Open(Options{Dir: m.dir, Logger: quiet(), Raft: &RaftOptions{
+	ro := &RaftOptions{
 		ID: m.id, Listener: rl, Peers: peers, Secret: m.secret,
 		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-	}})
+	}
+	if m.tweak != nil {
+		m.tweak(ro)
+	}
+	m.s, err = Open(Options{Dir: m.dir, Logger: quiet(), Raft: ro})
 	if err != nil {
 		t.Fatal(err)
 	}
