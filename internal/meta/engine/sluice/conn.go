@@ -24,6 +24,8 @@ type conn struct {
 	nc      net.Conn
 	w       *bufio.Writer
 	pending map[uint64]chan wire.Frame
+	sent    map[uint64]time.Time // when each pending request went out
+	addr    string
 	nextID  uint64
 	broken  bool
 }
@@ -91,7 +93,8 @@ func connect(ctx context.Context, ep endpoint) (*conn, error) {
 		nc.Close()
 		return nil, refusal(err)
 	}
-	c := &conn{nc: nc, w: bufio.NewWriterSize(nc, 64<<10), pending: map[uint64]chan wire.Frame{}}
+	c := &conn{nc: nc, w: bufio.NewWriterSize(nc, 64<<10), pending: map[uint64]chan wire.Frame{},
+		sent: map[uint64]time.Time{}, addr: ep.addr}
 	go c.readLoop()
 	return c, nil
 }
@@ -136,6 +139,7 @@ func (c *conn) readLoop() {
 		c.mu.Lock()
 		ch := c.pending[f.ID]
 		delete(c.pending, f.ID)
+		delete(c.sent, f.ID)
 		c.mu.Unlock()
 		if ch != nil {
 			ch <- f
@@ -156,6 +160,7 @@ func (c *conn) close() {
 	for id, ch := range c.pending {
 		close(ch)
 		delete(c.pending, id)
+		delete(c.sent, id)
 	}
 }
 
@@ -190,6 +195,7 @@ func (c *conn) call(ctx context.Context, op byte, extra []byte, fill func(*wire.
 		return wire.Frame{}, fmt.Errorf("request of %d bytes exceeds the protocol's %d", b.Len(), wire.MaxFrame)
 	}
 	c.pending[id] = ch
+	c.sent[id] = time.Now()
 	if extra != nil {
 		c.w.Write(extra)
 	}
@@ -209,6 +215,7 @@ func (c *conn) call(ctx context.Context, op byte, extra []byte, fill func(*wire.
 	case <-ctx.Done():
 		c.mu.Lock()
 		delete(c.pending, id)
+		delete(c.sent, id)
 		if op == wire.OpCall && !c.broken {
 			// The server stops what it runs for the call (a lock wait).
 			cb := wire.NewFrame(0, wire.OpCancel)
@@ -245,4 +252,21 @@ func replyError(f wire.Frame) error {
 func backoff(i int) time.Duration {
 	d := 20 * time.Millisecond << min(i, 5)
 	return min(d, time.Second)
+}
+
+// waiting returns how long the oldest request still waiting for its reply
+// has waited (0: none waits).
+func (c *conn) waiting() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var oldest time.Time
+	for _, at := range c.sent {
+		if oldest.IsZero() || at.Before(oldest) {
+			oldest = at
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return time.Since(oldest)
 }

@@ -166,6 +166,9 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 		c, err := db.dial(ctx)
 		if err == nil {
 			db.conns[0] = c
+			if len(db.addrs) > 1 {
+				go db.watchStalls()
+			}
 			return db, nil
 		}
 		if !errors.Is(err, errNotLeader) || time.Now().After(deadline) {
@@ -175,6 +178,64 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 		case <-time.After(backoff(i)):
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+	}
+}
+
+// stallAfter is how long a request to a member of a group may wait for
+// its reply before the client asks the other members whether one of them
+// leads now (watchStalls).
+const stallAfter = time.Second
+
+// watchStalls looks after a group's leader that stops answering without
+// closing its connections (a paused process, a host that froze): a
+// request that waited stallAfter makes the client ask the other members
+// whether one of them leads; if one does, the connections to the stalled
+// member are closed, and their requests go to the new leader (a commit
+// or a call sent again is answered, not applied twice). A member that
+// is merely slow is left alone: the others then say they do not lead.
+func (d *DB) watchStalls() {
+	tick := time.NewTicker(stallAfter / 2)
+	defer tick.Stop()
+	for range tick.C {
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return
+		}
+		stalled := ""
+		for _, c := range d.conns {
+			if c != nil && !c.isBroken() && c.waiting() > stallAfter {
+				stalled = c.addr
+				break
+			}
+		}
+		d.mu.Unlock()
+		if stalled == "" {
+			continue
+		}
+		for j, a := range d.addrs {
+			if a == stalled {
+				continue
+			}
+			ep := d.endpoint
+			ep.addr = a
+			ctx, cancel := context.WithTimeout(context.Background(), stallAfter)
+			c, err := dial(ctx, ep)
+			cancel()
+			if err != nil {
+				continue
+			}
+			c.close()
+			d.leader.Store(int32(j))
+			d.mu.Lock()
+			for _, c := range d.conns {
+				if c != nil && c.addr == stalled {
+					c.close()
+				}
+			}
+			d.mu.Unlock()
+			break
 		}
 	}
 }
