@@ -137,6 +137,8 @@ func metaURL(t *testing.T, engine, dir string) string {
 		return "sqlite3://" + filepath.Join(dir, "meta.db")
 	case "sluice":
 		return "sluice://" + startMetaServer(t, filepath.Join(dir, "metaserver")) + "/vol"
+	case "sluice3": // a replicated group of three (the name is short: pjdfstest binds sockets under the mount, and a socket's path has at most 108 bytes)
+		return startMetaGroup(t, filepath.Join(dir, "metagroup"))
 	}
 	return testserver.MetaURL(t, engine, fmt.Sprintf("e2e%d", time.Now().UnixNano()))
 }

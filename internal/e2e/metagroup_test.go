@@ -63,6 +63,28 @@ func groupStates(t *testing.T, url string, digest bool) []*memberState {
 	return out
 }
 
+// startMetaGroup runs a group of three `sluice meta-server` processes on
+// loopback, each with a data directory under dir, until the test ends
+// (then stops each with SIGTERM, which must end it cleanly), and returns
+// the URL of a volume on them.
+func startMetaGroup(t *testing.T, dir string) string {
+	t.Helper()
+	ms := make([]*groupMember, 3)
+	var peers, addrs []string
+	for i := range ms {
+		ms[i] = &groupMember{id: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("member%d", i)), addr: freeAddr(t), raft: freeAddr(t)}
+		peers = append(peers, ms[i].id+"="+ms[i].raft)
+		addrs = append(addrs, ms[i].addr)
+	}
+	for _, m := range ms {
+		m.run(t, "--peers", strings.Join(peers, ","))
+		t.Cleanup(func() { m.ms.stop(t, syscall.SIGTERM) })
+	}
+	url := "sluice://" + strings.Join(addrs, ",") + "/vol"
+	groupLeader(t, url, ms)
+	return url
+}
+
 // groupLeader returns the member of ms that leads, waiting for one.
 func groupLeader(t *testing.T, url string, ms []*groupMember) *groupMember {
 	t.Helper()

@@ -20,8 +20,8 @@ import (
 
 // twoMountEngines are the engines the two-mount tests run on: the
 // embedded default, and the metadata server, whose mounts send their
-// operations whole.
-var twoMountEngines = []string{"sqlite3", "sluice"}
+// operations whole, on one server and on a replicated group of three.
+var twoMountEngines = []string{"sqlite3", "sluice", "sluice3"}
 
 // twoMountsOn mounts a fresh volume on engine twice, in two processes,
 // with short kernel caches so that changes show up on the other mount

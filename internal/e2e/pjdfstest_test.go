@@ -37,10 +37,11 @@ func findPjdfstest(t *testing.T) string {
 }
 
 // TestPjdfstest runs the Rust pjdfstest POSIX suite on a mount of a
-// volume on each metadata engine.
+// volume on each metadata engine, and on a replicated group of metadata
+// servers.
 func TestPjdfstest(t *testing.T) {
 	bin := findPjdfstest(t)
-	for _, engine := range metaEngines {
+	for _, engine := range append(metaEngines, "sluice3") {
 		t.Run(engine, func(t *testing.T) { runPjdfstest(t, bin, newVolumeOn(t, engine)) })
 	}
 	t.Run("sqlite3-acl", func(t *testing.T) { runPjdfstest(t, bin, newVolumeOn(t, "sqlite3", "--enable-acl")) })
