@@ -117,6 +117,7 @@ func ParsePeers(s string) ([]Peer, error) {
 type replica struct {
 	r         *raft.Raft
 	store     *raftboltdb.BoltStore
+	guard     *guardedStore // store as Raft uses it
 	transport *raft.NetworkTransport
 	legacy    bool // the state came from a single server's checkpoint and log
 
@@ -209,12 +210,13 @@ func (s *Server) openRaft(legacy bool) error {
 			return fmt.Errorf("raft: start the group: %w", err)
 		}
 	}
-	logs, err := raft.NewLogCache(1024, store)
+	rep.guard = &guardedStore{inner: store}
+	logs, err := raft.NewLogCache(1024, rep.guard)
 	if err != nil {
 		store.Close()
 		return fmt.Errorf("raft: %w", err)
 	}
-	r, err := raft.NewRaft(conf, (*fsm)(s), logs, store, snaps, tr)
+	r, err := raft.NewRaft(conf, (*fsm)(s), logs, rep.guard, snaps, tr)
 	if err != nil {
 		store.Close()
 		return fmt.Errorf("raft: %w", err)
@@ -350,6 +352,31 @@ func (s *Server) stepDown() {
 	}
 	s.log.Warn("raft: this member no longer leads; clients go to the next leader")
 	s.fsmDo(&fsmJob{rollback: true})
+	go s.dropSessions()
+}
+
+// dropSessions forgets the sessions the member ran for mounts once it no
+// longer leads: the next leader may change what they hold (open handles,
+// locks, cached directories), so should this member lead again, each
+// mount attaches its session afresh (its next call is answered
+// wire.StatusNoSession). The changes of space and inodes used that a
+// session counted since its last flush cannot be committed here, and are
+// lost from the volume's totals, as when a single server is killed.
+func (s *Server) dropSessions() {
+	ss := s.sess
+	ss.mu.Lock()
+	old := ss.m
+	ss.m = map[uint64]*session{}
+	ss.mu.Unlock()
+	s.m.sessions.Set(0)
+	if len(old) > 0 {
+		s.log.Info("raft: dropping the sessions of mounts, which attach again to the leader", "sessions", len(old))
+	}
+	for _, se := range old {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		se.mc.Close(ctx) // the flush of its counts fails: not the leader
+		cancel()
+	}
 }
 
 // fsmDo hands j to the apply loop and waits for it.
@@ -707,7 +734,7 @@ func (s *Server) closeRaft() error {
 	if cerr := rep.transport.Close(); err == nil {
 		err = cerr
 	}
-	if cerr := rep.store.Close(); err == nil {
+	if cerr := rep.guard.close(); err == nil {
 		err = cerr
 	}
 	return err
@@ -877,4 +904,100 @@ func (f *netFaults) setCut(cut bool) {
 		}
 		f.conns = nil
 	}
+}
+
+// raftStore is what Raft keeps its log and its terms and votes in.
+type raftStore interface {
+	raft.LogStore
+	raft.StableStore
+	Close() error
+}
+
+// guardedStore is the member's store as Raft uses it, closed safely: a
+// heartbeat that Raft's transport took just before the shutdown may
+// still save a term after it, and Raft answers a failure to save one
+// with a panic. After close, such a call waits for the process's end
+// instead: its connection is closed, so its peer gets no answer, as from
+// a stopped member.
+type guardedStore struct {
+	mu     sync.RWMutex
+	closed bool
+	inner  raftStore
+}
+
+// enter holds the store open for one call, or never returns once it is
+// closed.
+func (g *guardedStore) enter() {
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		select {} // unreachable: see guardedStore
+	}
+}
+
+func (g *guardedStore) close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	return g.inner.Close()
+}
+
+func (g *guardedStore) FirstIndex() (uint64, error) {
+	g.enter()
+	defer g.mu.RUnlock()
+	return g.inner.FirstIndex()
+}
+
+func (g *guardedStore) LastIndex() (uint64, error) {
+	g.enter()
+	defer g.mu.RUnlock()
+	return g.inner.LastIndex()
+}
+
+func (g *guardedStore) GetLog(index uint64, log *raft.Log) error {
+	g.enter()
+	defer g.mu.RUnlock()
+	return g.inner.GetLog(index, log)
+}
+
+func (g *guardedStore) StoreLog(log *raft.Log) error {
+	g.enter()
+	defer g.mu.RUnlock()
+	return g.inner.StoreLog(log)
+}
+
+func (g *guardedStore) StoreLogs(logs []*raft.Log) error {
+	g.enter()
+	defer g.mu.RUnlock()
+	return g.inner.StoreLogs(logs)
+}
+
+func (g *guardedStore) DeleteRange(min, max uint64) error {
+	g.enter()
+	defer g.mu.RUnlock()
+	return g.inner.DeleteRange(min, max)
+}
+
+func (g *guardedStore) Set(key, val []byte) error {
+	g.enter()
+	defer g.mu.RUnlock()
+	return g.inner.Set(key, val)
+}
+
+func (g *guardedStore) Get(key []byte) ([]byte, error) {
+	g.enter()
+	defer g.mu.RUnlock()
+	return g.inner.Get(key)
+}
+
+func (g *guardedStore) SetUint64(key []byte, val uint64) error {
+	g.enter()
+	defer g.mu.RUnlock()
+	return g.inner.SetUint64(key, val)
+}
+
+func (g *guardedStore) GetUint64(key []byte) (uint64, error) {
+	g.enter()
+	defer g.mu.RUnlock()
+	return g.inner.GetUint64(key)
 }

@@ -36,7 +36,7 @@ func startGroup(t testing.TB, n int) string {
 	for i := range srvs {
 		srv, err := metaserver.Open(metaserver.Options{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Raft: &metaserver.RaftOptions{ID: peers[i].ID, Listener: rls[i], Peers: peers,
-				HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond}})
+				HeartbeatTimeout: time.Second, ElectionTimeout: time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
