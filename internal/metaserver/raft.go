@@ -16,7 +16,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/sluicefs/sluice/internal/wire"
 )
@@ -106,7 +105,7 @@ func ParsePeers(s string) ([]Peer, error) {
 // replica is a member's Raft machinery.
 type replica struct {
 	r         *raft.Raft
-	store     *raftboltdb.BoltStore
+	store     *raftLog
 	transport *raft.NetworkTransport
 	legacy    bool // the state came from a single server's checkpoint and log
 
@@ -158,9 +157,9 @@ func (s *Server) openRaft(legacy bool) error {
 		conf.SnapshotThreshold = o.SnapshotThreshold
 	}
 	conf.NoLegacyTelemetry = true
-	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+	store, err := openRaftLog(dir, s.log)
 	if err != nil {
-		return fmt.Errorf("raft log %s: %w", dir, err)
+		return err
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
 	if err != nil {
