@@ -17,7 +17,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicefs/sluice/internal/wire"
@@ -116,7 +115,7 @@ func ParsePeers(s string) ([]Peer, error) {
 // replica is a member's Raft machinery.
 type replica struct {
 	r         *raft.Raft
-	store     *raftboltdb.BoltStore
+	store     *raftLog
 	guard     *guardedStore // store as Raft uses it
 	transport *raft.NetworkTransport
 	legacy    bool // the state came from a single server's checkpoint and log
@@ -171,9 +170,9 @@ func (s *Server) openRaft(legacy bool) error {
 	conf.NoLegacyTelemetry = true
 	// Batches applied together are written and sent together.
 	conf.BatchApplyCh = true
-	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+	store, err := openRaftLog(dir, s.log)
 	if err != nil {
-		return fmt.Errorf("raft log %s: %w", dir, err)
+		return err
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
 	if err != nil {
@@ -994,6 +993,13 @@ func (g *guardedStore) SetUint64(key []byte, val uint64) error {
 	g.enter()
 	defer g.mu.RUnlock()
 	return g.inner.SetUint64(key, val)
+}
+
+// IsMonotonic forwards the store's promise that its log has no gaps (see
+// raft.MonotonicLogStore).
+func (g *guardedStore) IsMonotonic() bool {
+	m, ok := g.inner.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }
 
 func (g *guardedStore) GetUint64(key []byte) (uint64, error) {
