@@ -479,6 +479,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("raft restore: %w", err)
 	}
 	defer os.Remove(tmp.Name())
+	start := time.Now()
 	_, err = io.Copy(tmp, rc)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -486,12 +487,13 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("raft restore: %w", err)
 	}
-	start := time.Now()
+	copied := time.Since(start)
+	start = time.Now()
 	index, t, dd, calls, inodes, err := readCheckpoint(tmp.Name())
 	if err != nil {
 		return fmt.Errorf("raft restore: %w", err)
 	}
-	s.log.Info("raft: state restored from a snapshot", "index", index, "keys", t.Len(), "took", time.Since(start).Round(time.Millisecond))
+	s.log.Info("raft: state restored from a snapshot", "index", index, "keys", t.Len(), "copy", copied.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	return s.fsmDo(&fsmJob{restore: &restored{index: index, tree: t, dd: dd, calls: calls, inodes: inodes}})
 }
 
