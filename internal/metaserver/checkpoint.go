@@ -252,27 +252,30 @@ func (h *holdBack) Read(p []byte) (int, error) {
 
 // encodeCheckpoint writes t, the dedupe entries and the applied calls as
 // of index to w in the checkpoint format, its checksum last; a raft
-// snapshot is the same bytes.
+// snapshot is the same bytes. It hands w writes of about
+// checkpointChunk bytes, from one buffer it reuses.
 func encodeCheckpoint(w io.Writer, index uint64, t *tree, dd, calls []dedupeEntry) error {
 	cw := &crcWriter{w: w, crc: crc32.New(castagnoli)}
-	b := wire.NewBuf(1 << 16)
+	// The slack takes the pair that crosses the mark without growing.
+	b := make([]byte, 0, checkpointChunk+64<<10)
 	flush := func() error {
-		_, err := cw.Write(b.Raw())
-		*b = *wire.NewBuf(1 << 16)
+		_, err := cw.Write(b)
+		b = b[:0]
 		return err
 	}
-	if _, err := io.WriteString(cw, checkpointMagic); err != nil {
-		return err
-	}
-	b.U64(index)
+	b = append(b, checkpointMagic...)
+	b = binary.BigEndian.AppendUint64(b, index)
 	var pairs uint64
 	var werr error
 	t.Ascend(func(it item) bool {
-		b.Byte('P')
-		b.Bytes(it.key())
-		b.Bytes(it.val())
+		k, v := it.key(), it.val()
+		b = append(b, 'P')
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
 		pairs++
-		if b.Len() >= 1<<16 {
+		if len(b) >= checkpointChunk {
 			werr = flush()
 		}
 		return werr == nil
@@ -285,14 +288,19 @@ func encodeCheckpoint(w io.Writer, index uint64, t *tree, dd, calls []dedupeEntr
 		entries []dedupeEntry
 	}{{'D', dd}, {'C', calls}} {
 		for _, e := range tbl.entries {
-			b.Byte(tbl.kind)
-			b.U64(e.k.client)
-			b.U64(e.k.txn)
-			b.U64(e.index)
+			b = append(b, tbl.kind)
+			b = binary.BigEndian.AppendUint64(b, e.k.client)
+			b = binary.BigEndian.AppendUint64(b, e.k.txn)
+			b = binary.BigEndian.AppendUint64(b, e.index)
+			if len(b) >= checkpointChunk {
+				if err := flush(); err != nil {
+					return fmt.Errorf("write checkpoint: %w", err)
+				}
+			}
 		}
 	}
-	b.Byte('E')
-	b.U64(pairs)
+	b = append(b, 'E')
+	b = binary.BigEndian.AppendUint64(b, pairs)
 	if err := flush(); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
@@ -303,3 +311,8 @@ func encodeCheckpoint(w io.Writer, index uint64, t *tree, dd, calls []dedupeEntr
 	}
 	return nil
 }
+
+// checkpointChunk is the size of encodeCheckpoint's writes: large enough
+// that a writer's own buffering (a raft snapshot sink has 4 KiB) is
+// bypassed and few system calls are made.
+const checkpointChunk = 1 << 20
