@@ -33,8 +33,11 @@ import (
 //	SLUICE_CATCHUP_FILES=10000000 go test -run XXX -bench CatchUp -benchtime 3x -timeout 60m ./internal/metaserver
 //
 // Per run it reports (medians over the runs): catchup-s; the phases of
-// it, transfer-s (from AddMember until Restore is called: the leader
-// opening its snapshot, the stream, the new member's snapshot store),
+// it, transfer-s (from AddMember until Restore is called), split into
+// stream-s (until the new member's snapshot store has the snapshot on
+// disk: the leader's store reading it once for its CRC-64, then the
+// stream, written and checksummed and synced on the other side) and
+// open-s (the new member's store reading it again for its CRC-64),
 // restore-copy-s and restore-decode-s (what Restore logs); persist-s,
 // the leader writing a whole snapshot (Raft's Snapshot, taken apart from
 // the catch-up); snapshot-MB; and, of the process holding both members,
@@ -77,6 +80,8 @@ func BenchmarkCatchUp(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(med(func(r catchUpRun) float64 { return r.total.Seconds() }), "catchup-s")
 	b.ReportMetric(med(func(r catchUpRun) float64 { return r.transfer.Seconds() }), "transfer-s")
+	b.ReportMetric(med(func(r catchUpRun) float64 { return r.stream.Seconds() }), "stream-s")
+	b.ReportMetric(med(func(r catchUpRun) float64 { return r.open.Seconds() }), "open-s")
 	b.ReportMetric(med(func(r catchUpRun) float64 { return r.copy.Seconds() }), "restore-copy-s")
 	b.ReportMetric(med(func(r catchUpRun) float64 { return r.decode.Seconds() }), "restore-decode-s")
 	b.ReportMetric(med(func(r catchUpRun) float64 { return r.persist.Seconds() }), "persist-s")
@@ -92,14 +97,15 @@ func BenchmarkCatchUp(b *testing.B) {
 
 // catchUpRun is one run's figures.
 type catchUpRun struct {
-	total, transfer, copy, decode, persist, crc64 time.Duration
-	snapshot                                      int64
-	heap, rss, peak                               int64 // bytes
+	total, transfer, stream, open, copy, decode time.Duration
+	persist, crc64                              time.Duration
+	snapshot                                    int64
+	heap, rss, peak                             int64 // bytes
 }
 
 func (r catchUpRun) String() string {
-	return fmt.Sprintf("catch-up %v (transfer %v, restore copy %v, decode %v); persist %v; crc64 pass %v; snapshot %d B; member heap %d MB, rss %d MB, peak +%d MB",
-		r.total.Round(time.Millisecond), r.transfer.Round(time.Millisecond), r.copy.Round(time.Millisecond), r.decode.Round(time.Millisecond),
+	return fmt.Sprintf("catch-up %v (transfer %v = stream %v + open %v, restore copy %v, decode %v); persist %v; crc64 pass %v; snapshot %d B; member heap %d MB, rss %d MB, peak +%d MB",
+		r.total.Round(time.Millisecond), r.transfer.Round(time.Millisecond), r.stream.Round(time.Millisecond), r.open.Round(time.Millisecond), r.copy.Round(time.Millisecond), r.decode.Round(time.Millisecond),
 		r.persist.Round(time.Millisecond), r.crc64.Round(time.Millisecond), r.snapshot, r.heap>>20, r.rss>>20, r.peak>>20)
 }
 
@@ -178,6 +184,17 @@ func catchUp(b *testing.B, tmpl string, pairs int) catchUpRun {
 	}
 	run.decode = r.dur(b, "took")
 	run.transfer = r.at.Sub(start) - run.copy - run.decode
+	// The new member's snapshot store writes meta.json once it has the
+	// whole stream on disk, synced; then it reads it all again for its
+	// CRC-64 before handing it to Restore.
+	metas, _ := filepath.Glob(filepath.Join(nm.dir, "raft", "snapshots", "*", "meta.json"))
+	if len(metas) != 1 {
+		b.Fatalf("the new member's snapshots: %v", metas)
+	}
+	if st, err := os.Stat(metas[0]); err == nil {
+		run.stream = st.ModTime().Sub(start)
+		run.open = run.transfer - run.stream
+	}
 	debug.FreeOSMemory()
 	run.heap, run.rss, run.peak = heapInUse()-heap0, procStatus(b, "VmRSS")-rss0, peak-rss0
 	if got := nm.s.pub.Load(); got.tree.Len() != pairs+1 || digest(got.tree) != digest(want.tree) {
