@@ -97,27 +97,48 @@ func readCheckpoint(path string) (index uint64, t *tree, dd, calls *dedupe, inod
 	if err != nil {
 		return 0, nil, nil, nil, 0, err
 	}
-	if st.Size() < int64(len(checkpointMagic))+8+9+4 {
+	if st.Size() < checkpointMin {
 		return 0, nil, nil, nil, 0, fmt.Errorf("%w: %s is %d bytes", errBadCheckpoint, path, st.Size())
 	}
-	crc := crc32.New(castagnoli)
+	return decodeCheckpoint(f, path)
+}
+
+// checkpointMin is the size of an empty checkpoint.
+const checkpointMin = int64(len(checkpointMagic)) + 8 + 9 + 4
+
+// decodeCheckpoint decodes a checkpoint from r, which ends where the
+// checkpoint does: a file, or a snapshot streamed to a member. name says
+// which in errors. Nothing is returned unless every byte passed its
+// checks, the checksum last, so a damaged stream is refused whole.
+func decodeCheckpoint(r io.Reader, name string) (index uint64, t *tree, dd, calls *dedupe, inodes int64, err error) {
 	// Everything but the last 4 bytes passes through the checksum.
-	r := bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, st.Size()-4), crc), 1<<20)
+	hb := &holdBack{r: r, crc: crc32.New(castagnoli)}
+	br := bufio.NewReaderSize(hb, 1<<20)
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", errBadCheckpoint, path, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s: %s", errBadCheckpoint, name, fmt.Sprintf(format, args...))
+	}
+	// A stream that fails (not one that ends early) is reported as it is.
+	failed := func(what string, err error) error {
+		if hb.err != nil && hb.err != io.EOF {
+			return fmt.Errorf("read %s: %w", name, hb.err)
+		}
+		return bad("%s: %v", what, err)
 	}
 	magic := make([]byte, len(checkpointMagic))
-	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != checkpointMagic {
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != checkpointMagic {
+		if err != nil {
+			return 0, nil, nil, nil, 0, failed("magic", err)
+		}
 		return 0, nil, nil, nil, 0, bad("not a checkpoint (magic %q)", magic)
 	}
 	u64 := func() (uint64, error) {
 		var b [8]byte
-		_, err := io.ReadFull(r, b[:])
+		_, err := io.ReadFull(br, b[:])
 		return binary.BigEndian.Uint64(b[:]), err
 	}
 	var kbuf, vbuf []byte
 	str := func(scratch *[]byte) ([]byte, error) {
-		n, err := binary.ReadUvarint(r)
+		n, err := binary.ReadUvarint(br)
 		if err != nil {
 			return nil, err
 		}
@@ -128,29 +149,29 @@ func readCheckpoint(path string) (index uint64, t *tree, dd, calls *dedupe, inod
 			*scratch = make([]byte, n)
 		}
 		p := (*scratch)[:n]
-		_, err = io.ReadFull(r, p)
+		_, err = io.ReadFull(br, p)
 		return p, err
 	}
 	if index, err = u64(); err != nil {
-		return 0, nil, nil, nil, 0, bad("header: %v", err)
+		return 0, nil, nil, nil, 0, failed("header", err)
 	}
 	ld := newLoader()
 	dd, calls = newDedupe(), newDedupe()
 	var pairs uint64
 	for done := false; !done; {
-		kind, err := r.ReadByte()
+		kind, err := br.ReadByte()
 		if err != nil {
-			return 0, nil, nil, nil, 0, bad("entry: %v", err)
+			return 0, nil, nil, nil, 0, failed("entry", err)
 		}
 		switch kind {
 		case 'P':
 			k, err := str(&kbuf)
 			if err != nil {
-				return 0, nil, nil, nil, 0, bad("key: %v", err)
+				return 0, nil, nil, nil, 0, failed("key", err)
 			}
 			v, err := str(&vbuf)
 			if err != nil {
-				return 0, nil, nil, nil, 0, bad("value: %v", err)
+				return 0, nil, nil, nil, 0, failed("value", err)
 			}
 			if !ld.add(k, v, 0) {
 				return 0, nil, nil, nil, 0, bad("pair %d is out of key order", pairs+1)
@@ -163,7 +184,7 @@ func readCheckpoint(path string) (index uint64, t *tree, dd, calls *dedupe, inod
 			var e [3]uint64
 			for i := range e {
 				if e[i], err = u64(); err != nil {
-					return 0, nil, nil, nil, 0, bad("dedupe entry: %v", err)
+					return 0, nil, nil, nil, 0, failed("dedupe entry", err)
 				}
 			}
 			if kind == 'D' {
@@ -174,49 +195,87 @@ func readCheckpoint(path string) (index uint64, t *tree, dd, calls *dedupe, inod
 		case 'E':
 			n, err := u64()
 			if err != nil || n != pairs {
-				return 0, nil, nil, nil, 0, bad("end says %d pairs, read %d (%v)", n, pairs, err)
+				if err != nil {
+					return 0, nil, nil, nil, 0, failed("end", err)
+				}
+				return 0, nil, nil, nil, 0, bad("end says %d pairs, read %d", n, pairs)
 			}
 			done = true
 		default:
 			return 0, nil, nil, nil, 0, bad("entry kind %q", kind)
 		}
 	}
-	if _, err := r.ReadByte(); err != io.EOF {
+	if _, err := br.ReadByte(); err != io.EOF {
+		if err != nil {
+			return 0, nil, nil, nil, 0, failed("end", err)
+		}
 		return 0, nil, nil, nil, 0, bad("bytes after the end")
 	}
-	var sum [4]byte
-	if _, err := f.ReadAt(sum[:], st.Size()-4); err != nil {
-		return 0, nil, nil, nil, 0, bad("checksum: %v", err)
+	if len(hb.held) != 4 {
+		return 0, nil, nil, nil, 0, bad("checksum: %d bytes", len(hb.held))
 	}
-	if binary.BigEndian.Uint32(sum[:]) != crc.Sum32() {
+	if binary.BigEndian.Uint32(hb.held) != hb.crc.Sum32() {
 		return 0, nil, nil, nil, 0, bad("checksum mismatch")
 	}
 	return index, ld.tree(), dd, calls, inodes, nil
 }
 
+// holdBack passes on all but the last 4 bytes of r, checksumming what it
+// passes on, and keeps those 4, a checkpoint's checksum, in held: a
+// stream's length is not known until it ends. Reads must ask for more
+// than 4 bytes (a bufio.Reader's do).
+type holdBack struct {
+	r    io.Reader
+	crc  hash.Hash32
+	held []byte // the last bytes read, at most 4
+	err  error  // r's error, once it returned one
+}
+
+func (h *holdBack) Read(p []byte) (int, error) {
+	if len(p) <= 4 {
+		return 0, io.ErrShortBuffer
+	}
+	n := copy(p, h.held)
+	for n <= 4 && h.err == nil {
+		var m int
+		m, h.err = h.r.Read(p[n:])
+		n += m
+	}
+	if n <= 4 {
+		h.held = append(h.held[:0], p[:n]...)
+		return 0, h.err
+	}
+	h.held = append(h.held[:0], p[n-4:n]...)
+	h.crc.Write(p[:n-4])
+	return n - 4, nil
+}
+
 // encodeCheckpoint writes t, the dedupe entries and the applied calls as
 // of index to w in the checkpoint format, its checksum last; a raft
-// snapshot is the same bytes.
+// snapshot is the same bytes. It hands w writes of about
+// checkpointChunk bytes, from one buffer it reuses.
 func encodeCheckpoint(w io.Writer, index uint64, t *tree, dd, calls []dedupeEntry) error {
 	cw := &crcWriter{w: w, crc: crc32.New(castagnoli)}
-	b := wire.NewBuf(1 << 16)
+	// The slack takes the pair that crosses the mark without growing.
+	b := make([]byte, 0, checkpointChunk+64<<10)
 	flush := func() error {
-		_, err := cw.Write(b.Raw())
-		*b = *wire.NewBuf(1 << 16)
+		_, err := cw.Write(b)
+		b = b[:0]
 		return err
 	}
-	if _, err := io.WriteString(cw, checkpointMagic); err != nil {
-		return err
-	}
-	b.U64(index)
+	b = append(b, checkpointMagic...)
+	b = binary.BigEndian.AppendUint64(b, index)
 	var pairs uint64
 	var werr error
 	t.Ascend(func(it item) bool {
-		b.Byte('P')
-		b.Bytes(it.key())
-		b.Bytes(it.val())
+		k, v := it.key(), it.val()
+		b = append(b, 'P')
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
 		pairs++
-		if b.Len() >= 1<<16 {
+		if len(b) >= checkpointChunk {
 			werr = flush()
 		}
 		return werr == nil
@@ -229,14 +288,19 @@ func encodeCheckpoint(w io.Writer, index uint64, t *tree, dd, calls []dedupeEntr
 		entries []dedupeEntry
 	}{{'D', dd}, {'C', calls}} {
 		for _, e := range tbl.entries {
-			b.Byte(tbl.kind)
-			b.U64(e.k.client)
-			b.U64(e.k.txn)
-			b.U64(e.index)
+			b = append(b, tbl.kind)
+			b = binary.BigEndian.AppendUint64(b, e.k.client)
+			b = binary.BigEndian.AppendUint64(b, e.k.txn)
+			b = binary.BigEndian.AppendUint64(b, e.index)
+			if len(b) >= checkpointChunk {
+				if err := flush(); err != nil {
+					return fmt.Errorf("write checkpoint: %w", err)
+				}
+			}
 		}
 	}
-	b.Byte('E')
-	b.U64(pairs)
+	b = append(b, 'E')
+	b = binary.BigEndian.AppendUint64(b, pairs)
 	if err := flush(); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
@@ -247,3 +311,8 @@ func encodeCheckpoint(w io.Writer, index uint64, t *tree, dd, calls []dedupeEntr
 	}
 	return nil
 }
+
+// checkpointChunk is the size of encodeCheckpoint's writes: large enough
+// that a writer's own buffering (a raft snapshot sink has 4 KiB) is
+// bypassed and few system calls are made.
+const checkpointChunk = 1 << 20

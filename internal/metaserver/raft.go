@@ -559,24 +559,15 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	return &fsmSnapshot{cp: <-ch}, nil
 }
 
-// Restore replaces the state with a snapshot's.
+// Restore replaces the state with a snapshot's. It decodes the stream as
+// it arrives, with no copy of it on disk: Raft's snapshot store already
+// holds one, and decodeCheckpoint returns nothing unless the whole stream
+// passed its checks, so a damaged snapshot is refused, never half loaded.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	s := (*Server)(f)
 	defer rc.Close()
-	tmp, err := os.CreateTemp(s.opts.Dir, "restore-*.ckpt")
-	if err != nil {
-		return fmt.Errorf("raft restore: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = io.Copy(tmp, rc)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("raft restore: %w", err)
-	}
 	start := time.Now()
-	index, t, dd, calls, inodes, err := readCheckpoint(tmp.Name())
+	index, t, dd, calls, inodes, err := decodeCheckpoint(rc, "snapshot")
 	if err != nil {
 		return fmt.Errorf("raft restore: %w", err)
 	}

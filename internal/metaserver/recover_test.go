@@ -17,7 +17,7 @@ import (
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // commit applies writes through the apply loop and waits until durable.
-func commit(t *testing.T, s *Server, ws ...wire.Write) {
+func commit(t testing.TB, s *Server, ws ...wire.Write) {
 	t.Helper()
 	done := make(chan byte, 1)
 	s.commits <- &commitReq{c: &wire.Commit{Writes: ws}, done: func(st byte, msg string) { done <- st }}
