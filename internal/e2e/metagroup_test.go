@@ -69,20 +69,28 @@ func groupStates(t *testing.T, url string, digest bool) []*memberState {
 // the URL of a volume on them.
 func startMetaGroup(t *testing.T, dir string) string {
 	t.Helper()
-	ms := make([]*groupMember, 3)
-	var peers, addrs []string
-	for i := range ms {
-		ms[i] = &groupMember{id: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("member%d", i)), addr: freeAddr(t), raft: freeAddr(t)}
-		peers = append(peers, ms[i].id+"="+ms[i].raft)
-		addrs = append(addrs, ms[i].addr)
-	}
+	ms, peers, url := newGroup(t, dir, 3)
 	for _, m := range ms {
-		m.run(t, "--peers", strings.Join(peers, ","))
+		m.run(t, "--peers", peers)
 		t.Cleanup(func() { m.ms.stop(t, syscall.SIGTERM) })
 	}
-	url := "sluice://" + strings.Join(addrs, ",") + "/vol"
 	groupLeader(t, url, ms)
 	return url
+}
+
+// newGroup returns n members of a group, not started, with data
+// directories under dir and free addresses on loopback; the --peers list
+// that starts them; and the URL of a volume on them.
+func newGroup(t *testing.T, dir string, n int) (ms []*groupMember, peers, url string) {
+	t.Helper()
+	var ps, addrs []string
+	for i := range n {
+		m := &groupMember{id: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("member%d", i)), addr: freeAddr(t), raft: freeAddr(t)}
+		ms = append(ms, m)
+		ps = append(ps, m.id+"="+m.raft)
+		addrs = append(addrs, m.addr)
+	}
+	return ms, strings.Join(ps, ","), "sluice://" + strings.Join(addrs, ",") + "/vol"
 }
 
 // groupLeader returns the member of ms that leads, waiting for one.
@@ -117,15 +125,9 @@ func TestMetaGroupFaults(t *testing.T) {
 	for _, d := range []string{filepath.Dir(dir), dir} {
 		os.Chmod(d, 0o755)
 	}
-	ms := make([]*groupMember, 3)
-	var peers, addrs []string
-	for i := range ms {
-		ms[i] = &groupMember{id: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("member%d", i)), addr: freeAddr(t), raft: freeAddr(t)}
-		peers = append(peers, ms[i].id+"="+ms[i].raft)
-		addrs = append(addrs, ms[i].addr)
-	}
+	ms, peers, url := newGroup(t, dir, 3)
 	for _, m := range ms {
-		m.run(t, "--peers", strings.Join(peers, ","))
+		m.run(t, "--peers", peers)
 	}
 	t.Cleanup(func() {
 		for _, m := range ms {
@@ -133,7 +135,6 @@ func TestMetaGroupFaults(t *testing.T) {
 			m.ms.stop(t, syscall.SIGKILL)
 		}
 	})
-	url := "sluice://" + strings.Join(addrs, ",") + "/vol"
 	v := &volume{dir: dir, metaURL: url, bucket: filepath.Join(dir, "bucket"),
 		mnt: filepath.Join(dir, "mnt"), log: filepath.Join(dir, "mount.log")}
 	mustSluice(t, "format", v.metaURL, "vol", "--bucket", v.bucket, "--trash-days", "0")
@@ -231,7 +232,7 @@ func TestMetaGroupFaults(t *testing.T) {
 	t.Logf("killing the leader %s", l.id)
 	l.ms.stop(t, syscall.SIGKILL)
 	time.Sleep(1500 * time.Millisecond)
-	l.run(t, "--peers", strings.Join(peers, ","))
+	l.run(t, "--peers", peers)
 	time.Sleep(time.Second)
 	// 2. The leader is paused past the election timeout, then resumed:
 	// it must find it no longer leads and serve nothing stale.
