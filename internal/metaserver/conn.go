@@ -13,7 +13,10 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluicefs/sluice/internal/wire"
 )
@@ -126,6 +129,9 @@ func (s *Server) Serve(l net.Listener) error {
 // serving its requests.
 func (s *Server) serve(nc net.Conn) {
 	c := &conn{s: s, nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		c.raw, _ = tc.SyscallConn()
+	}
 	s.connMu.Lock()
 	if s.closed.Load() {
 		s.connMu.Unlock()
@@ -143,20 +149,26 @@ func (s *Server) serve(nc net.Conn) {
 // order of arrival, except commits, which are answered when the apply
 // loop has made them durable. Replies are queued: the reading goroutine
 // writes the replies of reads itself once it has no more requests
-// buffered (no hand-off on the hot path), and replies the syncer queues
-// are written by the connection's writer goroutine, so the syncer never
-// waits for a slow client.
+// buffered (no hand-off on the hot path). A reply another goroutine
+// queues (the syncer's acknowledgements, a call's worker) is written by
+// that goroutine at once when nobody else is writing and the socket
+// takes it without waiting, and otherwise by the connection's writer
+// goroutine: so an acknowledgement costs no hand-off, and the syncer
+// never waits for a slow client.
 type conn struct {
 	s    *Server
 	nc   net.Conn
 	mu   sync.Mutex // guards out
 	out  [][]byte
-	wmu  sync.Mutex // guards w
+	wmu  sync.Mutex // guards w, and writing to nc
 	w    *bufio.Writer
 	wake chan struct{}
 	done chan struct{}
 	once sync.Once
 
+	// raw is nc's descriptor when nc is plain TCP (not TLS), for writes
+	// that never wait (writeNowLocked).
+	raw syscall.RawConn
 	// sink, when set, takes every reply instead of the network (the
 	// in-process connection of the sessions' POSIX core).
 	sink func(frame []byte)
@@ -172,7 +184,10 @@ func (c *conn) close() {
 	})
 }
 
-// queue adds a reply; wake asks the writer goroutine to write it.
+// queue adds a reply. wake, for a reply queued by a goroutine other
+// than the reader's, has it written now: by this goroutine when nobody
+// else is writing and the socket takes it at once (writeNow), else by
+// the writer goroutine.
 func (c *conn) queue(frame []byte, wake bool) {
 	if c.sink != nil {
 		c.sink(frame)
@@ -181,12 +196,66 @@ func (c *conn) queue(frame []byte, wake bool) {
 	c.mu.Lock()
 	c.out = append(c.out, frame)
 	c.mu.Unlock()
-	if wake {
-		select {
-		case c.wake <- struct{}{}:
-		default:
+	if !wake {
+		return
+	}
+	if c.raw != nil && c.wmu.TryLock() {
+		written := c.writeNowLocked()
+		c.wmu.Unlock()
+		if written {
+			return
 		}
 	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeNowLocked writes the queued replies with one system call that
+// does not wait (Go's sockets are non-blocking), and reports whether
+// the socket took them all; what it did not take is queued again, first.
+// The caller holds wmu, so w is empty (flush empties it before it lets
+// go) and nobody else writes to the socket meanwhile.
+func (c *conn) writeNowLocked() bool {
+	c.mu.Lock()
+	out := c.out
+	c.out = nil
+	c.mu.Unlock()
+	if len(out) == 0 {
+		return true
+	}
+	n, err := 0, error(nil)
+	if rerr := c.raw.Write(func(fd uintptr) bool {
+		if len(out) == 1 {
+			n, err = unix.Write(int(fd), out[0])
+		} else {
+			n, err = unix.Writev(int(fd), out)
+		}
+		return true // never wait for the socket: the writer goroutine does
+	}); rerr != nil {
+		err = rerr
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR):
+		n = 0
+	default:
+		c.close()
+		return true
+	}
+	for len(out) > 0 && n >= len(out[0]) {
+		n -= len(out[0])
+		out = out[1:]
+	}
+	if len(out) == 0 {
+		return true
+	}
+	out[0] = out[0][n:]
+	c.mu.Lock()
+	c.out = append(out, c.out...)
+	c.mu.Unlock()
+	return false
 }
 
 // flush writes the queued replies.
