@@ -197,7 +197,7 @@ func (s *Server) openRaft(legacy bool) error {
 		store.Close()
 		return fmt.Errorf("raft: %w", err)
 	}
-	rep := &replica{store: store, transport: tr, legacy: legacy && !has}
+	rep := &replica{store: store, transport: tr, legacy: legacy}
 	s.rep = rep
 	if !has && len(o.Peers) > 0 {
 		var cfg raft.Configuration
@@ -327,7 +327,28 @@ func (s *Server) snapshotLegacy() {
 		rc.TrailingLogs = keep
 		r.ReloadConfig(rc)
 	}
-	s.log.Info("raft: the single server's state is the group's first snapshot")
+	// The single server's files are a snapshot now: out of the way, so
+	// that the next start does not load them again, but kept.
+	aside := filepath.Join(s.opts.Dir, "single-server")
+	if err := os.MkdirAll(aside, 0o700); err != nil {
+		s.log.Warn("raft: cannot move the single server's files aside; the next start loads them again", "err", err)
+		return
+	}
+	move := func(from, to string) {
+		if err := os.Rename(from, to); err != nil {
+			s.log.Warn("raft: cannot move a single server's file aside", "file", from, "err", err)
+		}
+	}
+	cps, _ := listFiles(s.opts.Dir, "checkpoint-", ".ckpt")
+	for _, i := range cps {
+		move(checkpointPath(s.opts.Dir, i), checkpointPath(aside, i))
+	}
+	segs, _ := listFiles(s.opts.Dir, "log-", ".wal")
+	for _, i := range segs {
+		move(segmentPath(s.opts.Dir, i), segmentPath(aside, i))
+	}
+	syncDir(s.opts.Dir)
+	s.log.Info("raft: the single server's state is the group's first snapshot; its files are kept in " + aside)
 }
 
 // stepDown stops serving clients once the member no longer leads: its
@@ -814,27 +835,59 @@ type streamLayer struct {
 	secret []byte
 	log    *slog.Logger
 	faults *netFaults // nil but in tests
+
+	once     sync.Once
+	admitted chan net.Conn // authenticated connections, for Accept
+	ended    chan struct{} // closed when the listener fails or closes
+	err      error         // why; set before ended is closed
 }
 
 func (l *streamLayer) Addr() net.Addr { return l.adv }
 
 // Accept returns the next connection whose peer proved it holds the
-// secret; others are closed.
+// secret; others are closed. Each handshake runs on its own goroutine
+// (acceptLoop), so that a peer that connects and says nothing holds up
+// no other member for the handshake's deadline.
 func (l *streamLayer) Accept() (net.Conn, error) {
+	l.once.Do(l.start)
+	select {
+	case nc := <-l.admitted:
+		return nc, nil
+	case <-l.ended:
+		return nil, l.err
+	}
+}
+
+func (l *streamLayer) start() {
+	l.admitted, l.ended = make(chan net.Conn), make(chan struct{})
+	go l.acceptLoop()
+}
+
+// acceptLoop accepts connections and authenticates each on a goroutine
+// of its own, until the listener is closed.
+func (l *streamLayer) acceptLoop() {
 	for {
 		nc, err := l.Listener.Accept()
 		if err != nil {
-			return nil, err
+			l.err = err
+			close(l.ended)
+			return
 		}
-		if err := wire.AuthServer(nc, l.secret, "raft"); err != nil {
-			l.log.Warn("raft: refused a member connection", "remote", nc.RemoteAddr(), "err", err)
-			nc.Close()
-			continue
-		}
-		if nc = l.faults.wrap(nc); nc == nil {
-			continue
-		}
-		return nc, nil
+		go func() {
+			if err := wire.AuthServer(nc, l.secret, "raft"); err != nil {
+				l.log.Warn("raft: refused a member connection", "remote", nc.RemoteAddr(), "err", err)
+				nc.Close()
+				return
+			}
+			if nc = l.faults.wrap(nc); nc == nil {
+				return
+			}
+			select {
+			case l.admitted <- nc:
+			case <-l.ended:
+				nc.Close()
+			}
+		}()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -252,6 +253,51 @@ func TestGroupFromSingleServer(t *testing.T) {
 	waitConverged(t, []*member{a, b})
 	if !strings.Contains(dump(b.s), "key00=v ") || !strings.Contains(dump(b.s), "after=v ") {
 		t.Fatalf("the new member misses the state: %s", dump(b.s))
+	}
+	// The single server's files are kept aside, and not loaded again.
+	if cps, _ := listFiles(dir, "checkpoint-", ".ckpt"); len(cps) > 0 {
+		t.Errorf("the single server's checkpoints are still in %s: %v", dir, cps)
+	}
+	if cps, _ := listFiles(filepath.Join(dir, "single-server"), "checkpoint-", ".ckpt"); len(cps) == 0 {
+		t.Errorf("the single server's checkpoint is not kept in %s/single-server", dir)
+	}
+}
+
+// TestGroupFromSingleServerAlone: a single server's data directory is
+// refused as one of several first members (the others would not have its
+// state), and a first start as a member that fails half-way leaves the
+// state to be loaded again.
+func TestGroupFromSingleServerAlone(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<20)
+	commit(t, s, set("kept", "v"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	_, err = Open(Options{Dir: dir, Logger: quiet(), Raft: &RaftOptions{ID: "a", Listener: rl,
+		Peers: []Peer{{ID: "a", Addr: rl.Addr().String()}, {ID: "b", Addr: "127.0.0.1:1"}}}})
+	if err == nil || !strings.Contains(err.Error(), "group of one") {
+		t.Fatalf("a single server's directory as one of two first members: %v", err)
+	}
+	// A start that fails after Raft made its directory (an advertise
+	// address that does not resolve).
+	_, err = Open(Options{Dir: dir, Logger: quiet(), Raft: &RaftOptions{ID: "a", Listener: rl, Advertise: "no such host:1",
+		Peers: []Peer{{ID: "a", Addr: rl.Addr().String()}}}})
+	if err == nil {
+		t.Fatal("a member with an advertise address that does not resolve started")
+	}
+	a := &member{id: "a", dir: dir, raftAddr: rl.Addr().String()}
+	rl.Close()
+	a.start(t, nil, []Peer{{ID: "a", Addr: a.raftAddr}})
+	defer func() { a.s.Close() }()
+	leader(t, []*member{a})
+	if got := dump(a.s); !strings.Contains(got, "kept=v ") {
+		t.Fatalf("after a failed first start, the state is %q", got)
 	}
 }
 

@@ -240,12 +240,14 @@ func Open(opts Options) (*Server, error) {
 // directory a single server left, which Raft has no state of, is loaded
 // as a single server's is and becomes the group's first snapshot.
 func (s *Server) openReplicated() error {
-	has, err := os.Stat(filepath.Join(s.opts.Dir, "raft"))
-	legacy := false
-	if err != nil || !has.IsDir() {
-		cps, _ := listFiles(s.opts.Dir, "checkpoint-", ".ckpt")
-		segs, _ := listFiles(s.opts.Dir, "log-", ".wal")
-		legacy = len(cps) > 0 || len(segs) > 0
+	// A single server's files stay where they are until they are a Raft
+	// snapshot (snapshotLegacy moves them aside then): a first start as a
+	// member that failed half-way must not leave them ignored.
+	cps, _ := listFiles(s.opts.Dir, "checkpoint-", ".ckpt")
+	segs, _ := listFiles(s.opts.Dir, "log-", ".wal")
+	legacy := len(cps) > 0 || len(segs) > 0
+	if legacy && len(s.opts.Raft.Peers) > 1 {
+		return fmt.Errorf("data directory %s holds a single server's state: start it as a group of one (--peers naming only this member) and add the other members to it, so that they receive the state", s.opts.Dir)
 	}
 	if legacy {
 		if err := s.recover(); err != nil {
