@@ -115,8 +115,7 @@ func ParsePeers(s string) ([]Peer, error) {
 // replica is a member's Raft machinery.
 type replica struct {
 	r         *raft.Raft
-	store     *raftLog
-	guard     *guardedStore // store as Raft uses it
+	guard     *guardedStore // the member's Raft log and stable store
 	transport *raft.NetworkTransport
 	legacy    bool // the state came from a single server's checkpoint and log
 
@@ -197,7 +196,7 @@ func (s *Server) openRaft(legacy bool) error {
 		store.Close()
 		return fmt.Errorf("raft: %w", err)
 	}
-	rep := &replica{store: store, transport: tr, legacy: legacy}
+	rep := &replica{transport: tr, legacy: legacy}
 	s.rep = rep
 	if !has && len(o.Peers) > 0 {
 		var cfg raft.Configuration

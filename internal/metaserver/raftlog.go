@@ -612,21 +612,11 @@ func (s *raftSegment) grow(n int64) error {
 	if s.noAlloc || s.size+n <= s.allocated {
 		return nil
 	}
-	want := s.allocated + s.ahead
-	for want < s.size+n {
-		want += s.ahead
+	allocated, ok, err := allocateAhead(s.f, s.size+n, s.allocated, s.ahead)
+	if err != nil {
+		return fmt.Errorf("raft log: %w", err)
 	}
-	if err := unix.Fallocate(int(s.f.Fd()), 0, 0, want); err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-			s.noAlloc = true
-			return nil
-		}
-		return fmt.Errorf("raft log: allocate %s: %w", s.f.Name(), err)
-	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("raft log: sync %s: %w", s.f.Name(), err)
-	}
-	s.allocated = want
+	s.allocated, s.noAlloc = allocated, !ok
 	return nil
 }
 

@@ -251,22 +251,37 @@ func (s *segment) grow(n int64) error {
 	if s.size+n <= s.allocated {
 		return nil
 	}
-	want := s.allocated + segmentAhead
-	for want < s.size+n {
-		want += segmentAhead
+	allocated, ok, err := allocateAhead(s.f, s.size+n, s.allocated, segmentAhead)
+	if err != nil {
+		return fmt.Errorf("log segment: %w", err)
 	}
-	if err := unix.Fallocate(int(s.f.Fd()), 0, 0, want); err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-			s.allocated = -1 << 62 // appends grow the file
-			return nil
-		}
-		return fmt.Errorf("allocate log segment %s: %w", s.f.Name(), err)
+	if !ok {
+		s.allocated = -1 << 62 // appends grow the file
+		return nil
 	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("sync log segment %s: %w", s.f.Name(), err)
-	}
-	s.allocated = want
+	s.allocated = allocated
 	return nil
+}
+
+// allocateAhead allocates f's space up to at least need bytes, ahead
+// bytes at a time past allocated, durably, so that an append within it
+// syncs no change of the file's size. ok is false when the file system
+// cannot allocate ahead: appends then grow the file.
+func allocateAhead(f *os.File, need, allocated, ahead int64) (n int64, ok bool, err error) {
+	n = allocated + ahead
+	for n < need {
+		n += ahead
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+			return allocated, false, nil
+		}
+		return allocated, true, fmt.Errorf("allocate %s: %w", f.Name(), err)
+	}
+	if err := f.Sync(); err != nil {
+		return allocated, true, fmt.Errorf("sync %s: %w", f.Name(), err)
+	}
+	return n, true, nil
 }
 
 // append writes p after the records and makes it durable.
