@@ -180,10 +180,22 @@ func TestFollowProfileReopens(t *testing.T) {
 		f.Close()
 	}
 	write(profileLines[:4])
+	// A writer that opens the FIFO after the follower read its end but
+	// before it closed that reading would write into a pipe about to be
+	// dropped, and its lines would be lost. A mount's log has no such
+	// window (each reading is its own handle), so wait until the first
+	// lines are counted and the first reading is closed.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "3 requests") || fifoOpen(t, logPath) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower does not close its first reading; output:\n%s", out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	write(profileLines[4:])
 
 	want := "total              6       47.550      7.925   100.0"
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for !strings.Contains(out.String(), want) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no table with %q; output:\n%s", want, out.String())
@@ -210,4 +222,19 @@ func TestFollowProfileReopens(t *testing.T) {
 	if !strings.Contains(s, "skipped 2 of 8 lines (1 comment, 1 that do not parse)") {
 		t.Errorf("output does not count the skipped lines:\n%s", s)
 	}
+}
+
+// fifoOpen reports whether this process holds a descriptor of path.
+func fifoOpen(t *testing.T, path string) bool {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path {
+			return true
+		}
+	}
+	return false
 }
