@@ -175,6 +175,29 @@ type conn struct {
 	// cancels stops the OpCalls running for this connection, by request.
 	cmu     sync.Mutex
 	cancels map[uint64]context.CancelFunc
+	// anyMember marks the in-process connection of the reader
+	// (anymember.go): its snapshots are the member's published records,
+	// whether it leads or not.
+	anyMember bool
+}
+
+// anyMemberServes reports whether a member that does not lead serves
+// request f on c: figures, releases and cancels; the reads of any member
+// (OpReadCall, and the OpHello that opens a connection for them); and
+// the snapshot reads of the reader's own connection.
+func (c *conn) anyMemberServes(f wire.Frame) bool {
+	switch f.Kind {
+	case wire.OpStats, wire.OpRelease, wire.OpCancel, wire.OpReadCall:
+		return true
+	case wire.OpGet, wire.OpGetFollow, wire.OpScan:
+		return c.anyMember
+	case wire.OpHello:
+		r := wire.NewReader(f.Body)
+		r.Uvarint()
+		r.Bytes()
+		return r.Len() > 0 && r.Byte()&wire.HelloAnyMember != 0
+	}
+	return false
 }
 
 func (c *conn) close() {
@@ -336,24 +359,23 @@ func (c *conn) handle(f wire.Frame) {
 	start := time.Now()
 	op := opName(f.Kind)
 	defer func() {
-		if f.Kind != wire.OpCommit && f.Kind != wire.OpCall && f.Kind != wire.OpRelease && f.Kind != wire.OpCancel {
+		if f.Kind != wire.OpCommit && f.Kind != wire.OpCall && f.Kind != wire.OpReadCall && f.Kind != wire.OpRelease && f.Kind != wire.OpCancel {
 			s.m.observe(op, start)
 		}
 	}()
-	if s.rep != nil && !s.leading.Load() {
-		switch f.Kind {
-		case wire.OpStats, wire.OpRelease, wire.OpCancel:
-		default:
-			// Only the leader serves; the client tries another member.
-			c.reply(f.ID, wire.StatusNotLeader, func(b *wire.Buf) { b.Bytes(nil) })
-			return
-		}
+	if s.rep != nil && !s.leading.Load() && !c.anyMemberServes(f) {
+		// Only the leader serves; the client tries another member.
+		c.reply(f.ID, wire.StatusNotLeader, func(b *wire.Buf) { b.Bytes(nil) })
+		return
 	}
 	switch f.Kind {
 	case wire.OpHello:
 		r := wire.NewReader(f.Body)
 		v := r.Uvarint()
 		name := string(r.Bytes())
+		if r.Len() > 0 {
+			r.Byte() // flags: see anyMemberServes
+		}
 		if err := r.Done(); err != nil {
 			c.fail(f.ID, err)
 			return
@@ -458,6 +480,10 @@ func (c *conn) handle(f wire.Frame) {
 		}
 	case wire.OpCall:
 		c.serveCall(f, start)
+	case wire.OpReadCall:
+		c.serveReadCall(f, start)
+	case wire.OpIndex:
+		c.serveIndex(f.ID)
 	case wire.OpCancel:
 		r := wire.NewReader(f.Body)
 		id := r.U64()
@@ -547,7 +573,7 @@ func (c *conn) read(f wire.Frame, decode func(*wire.Reader), serve func(*tree, *
 		c.fail(f.ID, err)
 		return
 	}
-	if id == 0 && c.s.rep != nil {
+	if id == 0 && c.s.rep != nil && !c.anyMember {
 		// A new snapshot of a member: only once it still leads (see
 		// readIndex); the wait does not hold up the connection.
 		go func() {

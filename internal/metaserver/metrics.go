@@ -32,6 +32,7 @@ type metrics struct {
 	retriedCalls    prometheus.Counter
 	appliedCalls    prometheus.Counter
 	refused         prometheus.Counter
+	readsBehind     prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -62,6 +63,7 @@ func newMetrics() *metrics {
 		retriedCalls:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_retried_calls_total", Help: "Operations received again after their connection broke (answered, not run twice)."}),
 		appliedCalls:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_applied_calls_total", Help: "Operations sent again after a restart whose effect the log held already (answered from the records, not run again)."}),
 		refused:         prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_refused_connections_total", Help: "Connections closed before their first request: TLS or the secret's handshake failed (a wrong or missing secret, or a silent peer)."}),
+		readsBehind:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metaserver_reads_behind_total", Help: "Reads from any member (read=follower) sent to the leader because this member had not applied what the mount had seen."}),
 	}
 	perInode := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_metaserver_heap_bytes_per_inode",
@@ -71,7 +73,7 @@ func newMetrics() *metrics {
 		rtmetrics.Read(sample)
 		return float64(sample[0].Value.Uint64()) / math.Max(1, float64(m.inodesNow.Load()))
 	})
-	m.reg.MustRegister(m.ops, m.fsync, m.batch, m.logBytes, m.checkpointBytes, m.checkpoints, m.conflicts, m.retried, m.keys, m.inodes, perInode, m.index, m.conns, m.sessions, m.retriedCalls, m.appliedCalls, m.refused,
+	m.reg.MustRegister(m.ops, m.fsync, m.batch, m.logBytes, m.checkpointBytes, m.checkpoints, m.conflicts, m.retried, m.keys, m.inodes, perInode, m.index, m.conns, m.sessions, m.retriedCalls, m.appliedCalls, m.refused, m.readsBehind,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -132,6 +134,8 @@ func opName(k byte) string {
 		return "detach"
 	case wire.OpCancel:
 		return "cancel"
+	case wire.OpIndex:
+		return "index"
 	}
 	return "unknown"
 }

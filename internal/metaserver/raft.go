@@ -167,6 +167,7 @@ func (s *Server) openRaft(legacy bool) error {
 		conf.SnapshotThreshold = o.SnapshotThreshold
 	}
 	conf.NoLegacyTelemetry = true
+	conf.CommitTimeout = commitTimeout
 	// Batches applied together are written and sent together.
 	conf.BatchApplyCh = true
 	store, err := openRaftLog(dir, s.log)
@@ -475,6 +476,7 @@ func (s *Server) publish(p *published) {
 			break
 		}
 	}
+	s.wakePublished()
 	s.m.setInodes(p.inodes)
 	s.m.keys.Set(float64(p.tree.Len()))
 	s.m.index.Set(float64(p.index))

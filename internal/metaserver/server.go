@@ -93,6 +93,10 @@ type Server struct {
 
 	snaps snapshots
 	sess  *sessions // mounts whose operations the server runs
+	// reader answers the reads of any member (anymember.go); pubWake
+	// wakes those waiting for a published index.
+	reader  reader
+	pubWake atomic.Pointer[chan struct{}]
 
 	// A member of a replicated group (Options.Raft); see raft.go.
 	rep     *replica
@@ -563,6 +567,7 @@ func (s *Server) syncer() {
 		} else {
 			if b.tree != nil {
 				s.pub.Store(&published{tree: b.tree, index: b.index, inodes: b.inodes})
+				s.wakePublished()
 				s.m.setInodes(b.inodes)
 				s.m.keys.Set(float64(b.tree.Len()))
 				s.m.index.Set(float64(b.index))
@@ -700,11 +705,12 @@ func (s *Server) Close() error {
 	}
 	s.connMu.Unlock()
 	// The sessions' usage counts are committed while the loop runs.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	s.closeReader(ctx)
 	if s.rep == nil || s.leading.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		s.closeSessions(ctx)
-		cancel()
 	}
+	cancel()
 	if s.rep != nil {
 		// Raft first, so that its state machine waits for no loop.
 		err := s.closeRaft()

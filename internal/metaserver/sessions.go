@@ -221,7 +221,7 @@ func (c *conn) serveCall(f wire.Frame, start time.Time) {
 	run := call.Run
 	op := "call_" + call.Name
 	if call.Class == wire.ClassRead {
-		status, body := runCall(context.Background(), se, run)
+		status, body := runCall(context.Background(), se.mc, run)
 		s.m.observe(op, start)
 		c.replyCall(f.ID, status, body, false)
 		return
@@ -251,7 +251,7 @@ func (c *conn) serveCall(f wire.Frame, start time.Time) {
 		}
 	}
 	if call.Class == wire.ClassHandles {
-		status, body := runCall(ctx, se, run)
+		status, body := runCall(ctx, se.mc, run)
 		se.end(cl, status, body)
 		s.m.observe(op, start)
 		c.replyCall(f.ID, status, body, false)
@@ -265,7 +265,7 @@ func (c *conn) serveCall(f wire.Frame, start time.Time) {
 	c.cancels[f.ID] = cancel
 	c.cmu.Unlock()
 	s.sess.workers.run(func() {
-		status, body := runCall(ctx, se, run)
+		status, body := runCall(ctx, se.mc, run)
 		c.cmu.Lock()
 		delete(c.cancels, f.ID)
 		c.cmu.Unlock()
@@ -310,9 +310,9 @@ func (w *workers) work(job func()) {
 }
 
 // runCall runs a decoded call and returns its reply's status and body.
-func runCall(ctx context.Context, se *session, run wire.RunFunc) (byte, []byte) {
+func runCall(ctx context.Context, t wire.Target, run wire.RunFunc) (byte, []byte) {
 	out := wire.NewBuf(64)
-	if err := run(ctx, se.mc, out); err != nil {
+	if err := run(ctx, t, out); err != nil {
 		out = wire.NewBuf(64)
 		wire.EncodeError(out, err)
 		return wire.StatusErrno, out.Raw()
@@ -320,13 +320,19 @@ func runCall(ctx context.Context, se *session, run wire.RunFunc) (byte, []byte) 
 	return wire.StatusOK, out.Raw()
 }
 
-// replyCall queues the reply of a call; wake has the connection's
-// writer send it (from a goroutine other than the reader's).
+// replyCall queues the reply of a call, with the index of the records
+// published now before its results or failure (the call's own changes
+// are published by the time it ends); wake has the connection's writer
+// send it (from a goroutine other than the reader's).
 func (c *conn) replyCall(id uint64, status byte, body []byte, wake bool) {
 	b := wire.NewFrame(id, status)
-	if status == wire.StatusError {
+	switch status {
+	case wire.StatusError:
 		b.Bytes(body)
-	} else {
+	case wire.StatusOK, wire.StatusErrno:
+		b.U64(c.s.pub.Load().index)
+		b.Append(body)
+	default:
 		b.Append(body)
 	}
 	c.queue(b.Finish(), wake)

@@ -95,6 +95,11 @@ type Op[A, R any] struct {
 	// and the mount sent it again. A create answers the node its name
 	// holds, an unlink or a rename nothing.
 	Applied func(ctx context.Context, t Target, a A) (R, error)
+	// AnyMember marks a ClassRead operation whose answer depends on the
+	// records alone, not on the session that asks (its locks, its open
+	// handles): any member of a replicated group may answer it from its
+	// own copy (OpReadCall), for a mount that reads from followers.
+	AnyMember bool
 }
 
 // RunFunc runs a decoded call on t and appends its results to out.
@@ -109,6 +114,8 @@ type Call struct {
 	// Applied, set for a ClassRecorded call, answers it without running it
 	// (Op.Applied).
 	Applied RunFunc
+	// AnyMember: any member may answer the call (Op.AnyMember).
+	AnyMember bool
 }
 
 // Request appends an OpCall's method, credentials and arguments a to b:
@@ -137,11 +144,14 @@ func (op *Op[A, R]) Reply(r *Reader) (R, []*meta.Attr) {
 // entry is an operation of the table whatever its types.
 type entry interface {
 	info() (method uint64, name string, class Class)
+	anyMember() bool
 	decode(r *Reader, cred meta.Cred) (run, applied RunFunc)
 	check() error
 }
 
 func (op *Op[A, R]) info() (uint64, string, Class) { return op.Method, op.Name, op.Class }
+
+func (op *Op[A, R]) anyMember() bool { return op.AnyMember }
 
 func (op *Op[A, R]) decode(r *Reader, cred meta.Cred) (run, applied RunFunc) {
 	a := op.Args.Get(r)
@@ -179,6 +189,8 @@ func (op *Op[A, R]) check() error {
 		return fmt.Errorf("operation %q: class %v with Applied %v: Recorded operations, and only they, have Applied", op.Name, op.Class, op.Applied != nil)
 	case op.Class < ClassRead || op.Class > ClassRecorded:
 		return fmt.Errorf("operation %q: no class", op.Name)
+	case op.AnyMember && op.Class != ClassRead:
+		return fmt.Errorf("operation %q: class %v answered by any member: only reads may be", op.Name, op.Class)
 	}
 	return nil
 }
@@ -221,7 +233,7 @@ func Decode(r *Reader) (*Call, error) {
 		return nil, err
 	}
 	_, name, class := e.info()
-	return &Call{Name: name, Class: class, Run: run, Applied: applied}, nil
+	return &Call{Name: name, Class: class, Run: run, Applied: applied, AnyMember: e.anyMember()}, nil
 }
 
 // byMethod indexes the table by method number.

@@ -24,12 +24,12 @@ var Local = []string{"PreviewAttr", "RecordsAtime", "XattrSupported", "NoXattrs"
 
 // Names and attributes.
 var (
-	Lookup = &Op[T2[meta.Ino, []byte], *meta.Attr]{Method: 1, Name: "lookup", Class: ClassRead,
+	Lookup = &Op[T2[meta.Ino, []byte], *meta.Attr]{Method: 1, Name: "lookup", Class: ClassRead, AnyMember: true,
 		Args: tuple2(ino, byteStr), Result: attr,
 		Serve: func(ctx context.Context, t Target, a T2[meta.Ino, []byte]) (*meta.Attr, error) {
 			return t.Lookup(ctx, a.A, a.B)
 		}}
-	GetAttr = &Op[meta.Ino, *meta.Attr]{Method: 2, Name: "getattr", Class: ClassRead,
+	GetAttr = &Op[meta.Ino, *meta.Attr]{Method: 2, Name: "getattr", Class: ClassRead, AnyMember: true,
 		Args: ino, Result: attr,
 		Serve: func(ctx context.Context, t Target, i meta.Ino) (*meta.Attr, error) { return t.GetAttr(ctx, i) }}
 	SetAttr = &Op[T3[meta.Ino, uint32, *meta.Attr], *meta.Attr]{Method: 3, Name: "setattr", Class: ClassWrite,
@@ -42,7 +42,7 @@ var (
 		Serve: func(ctx context.Context, t Target, a T2[meta.Ino, []meta.AttrChange]) (*meta.Attr, error) {
 			return t.ApplyAttrChanges(ctx, a.A, a.B)
 		}}
-	Access = &Op[T2[meta.Ino, uint32], None]{Method: 5, Name: "access", Class: ClassRead,
+	Access = &Op[T2[meta.Ino, uint32], None]{Method: 5, Name: "access", Class: ClassRead, AnyMember: true,
 		Args: tuple2(ino, u32), Result: none,
 		Serve: func(ctx context.Context, t Target, a T2[meta.Ino, uint32]) (None, error) {
 			return None{}, t.Access(ctx, a.A, a.B)
@@ -100,7 +100,7 @@ var (
 		},
 		Dirs:    func(a T5[meta.Ino, []byte, meta.Ino, []byte, uint32]) []meta.Ino { return []meta.Ino{a.A, a.C} },
 		Applied: answerNone[T5[meta.Ino, []byte, meta.Ino, []byte, uint32]]}
-	ReadLink = &Op[meta.Ino, []byte]{Method: 13, Name: "readlink", Class: ClassRead,
+	ReadLink = &Op[meta.Ino, []byte]{Method: 13, Name: "readlink", Class: ClassRead, AnyMember: true,
 		Args: ino, Result: byteStr,
 		Serve: func(ctx context.Context, t Target, i meta.Ino) ([]byte, error) { return t.ReadLink(ctx, i) }}
 )
@@ -116,10 +116,10 @@ var (
 	Release = &Op[meta.Ino, None]{Method: 15, Name: "release", Class: ClassWrite,
 		Args: ino, Result: none,
 		Serve: func(ctx context.Context, t Target, i meta.Ino) (None, error) { return None{}, t.Release(ctx, i) }}
-	OpenDir = &Op[meta.Ino, *meta.Attr]{Method: 16, Name: "opendir", Class: ClassRead,
+	OpenDir = &Op[meta.Ino, *meta.Attr]{Method: 16, Name: "opendir", Class: ClassRead, AnyMember: true,
 		Args: ino, Result: attr,
 		Serve: func(ctx context.Context, t Target, i meta.Ino) (*meta.Attr, error) { return t.OpenDir(ctx, i) }}
-	ReadDir = &Op[T4[meta.Ino, []byte, int, bool], []meta.Entry]{Method: 17, Name: "readdir", Class: ClassRead,
+	ReadDir = &Op[T4[meta.Ino, []byte, int, bool], []meta.Entry]{Method: 17, Name: "readdir", Class: ClassRead, AnyMember: true,
 		Args: tuple4(ino, optBytes, integer, boolean), Result: entries,
 		Serve: func(ctx context.Context, t Target, a T4[meta.Ino, []byte, int, bool]) ([]meta.Entry, error) {
 			return t.ReadDir(ctx, a.A, a.B, a.C, a.D)
@@ -158,7 +158,7 @@ var (
 
 // File data.
 var (
-	ReadChunk = &Op[T2[meta.Ino, uint32], []meta.Slice]{Method: 18, Name: "read_chunk", Class: ClassRead,
+	ReadChunk = &Op[T2[meta.Ino, uint32], []meta.Slice]{Method: 18, Name: "read_chunk", Class: ClassRead, AnyMember: true,
 		Args: tuple2(ino, u32), Result: sliceList,
 		Serve: func(ctx context.Context, t Target, a T2[meta.Ino, uint32]) ([]meta.Slice, error) {
 			return t.ReadChunk(ctx, a.A, a.B)
@@ -216,12 +216,12 @@ var (
 
 // Extended attributes.
 var (
-	GetXattr = &Op[T2[meta.Ino, string], []byte]{Method: 26, Name: "getxattr", Class: ClassRead,
+	GetXattr = &Op[T2[meta.Ino, string], []byte]{Method: 26, Name: "getxattr", Class: ClassRead, AnyMember: true,
 		Args: tuple2(ino, str), Result: byteStr,
 		Serve: func(ctx context.Context, t Target, a T2[meta.Ino, string]) ([]byte, error) {
 			return t.GetXattr(ctx, a.A, a.B)
 		}}
-	ListXattr = &Op[meta.Ino, []string]{Method: 27, Name: "listxattr", Class: ClassRead,
+	ListXattr = &Op[meta.Ino, []string]{Method: 27, Name: "listxattr", Class: ClassRead, AnyMember: true,
 		Args: ino, Result: strs,
 		Serve: func(ctx context.Context, t Target, i meta.Ino) ([]string, error) { return t.ListXattr(ctx, i) }}
 	SetXattr = &Op[T4[meta.Ino, string, []byte, uint32], None]{Method: 28, Name: "setxattr", Class: ClassRecorded,

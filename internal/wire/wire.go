@@ -25,7 +25,7 @@ import (
 )
 
 // Version is the protocol version a client announces in OpHello.
-const Version = 3
+const Version = 4
 
 // MaxFrame bounds the length of one frame. A commit that writes more
 // than this in one transaction is refused by the client before it is
@@ -34,8 +34,8 @@ const MaxFrame = 256 << 20
 
 // Operations (request frames).
 const (
-	// OpHello: uvarint version, bytes volume name. Reply: bytes server
-	// description.
+	// OpHello: uvarint version, bytes volume name, and optionally byte
+	// flags (HelloAnyMember). Reply: bytes server description.
 	OpHello byte = 1
 	// OpGet: u64 snapshot (0: take the newest), uvarint n, n keys.
 	// Reply: u64 snapshot, uvarint n, n values (byte present, bytes).
@@ -69,10 +69,13 @@ const (
 	OpAttach byte = 8
 	// OpCall: u64 session, u64 client, u64 call number, byte flags
 	// (CallSentAgain), uvarint method, then the method's arguments
-	// (package remote). Reply: the method's results, StatusNoSession
-	// when the session is not attached (the client attaches and calls
-	// again), or StatusErrno. A call sent again with the same client and
-	// number while the server remembers it is answered, not run twice.
+	// (package remote). Reply: u64 the index of the records the server
+	// had published when it answered (the call's own changes are at or
+	// below it), then the method's results (StatusOK) or the failure
+	// (StatusErrno); or StatusNoSession when the session is not attached
+	// (the client attaches and calls again). A call sent again with the
+	// same client and number while the server remembers it is answered,
+	// not run twice.
 	OpCall byte = 9
 	// OpCancel: u64 request id of an OpCall on the same connection,
 	// whose caller gave up (an interrupted lock wait). No reply.
@@ -84,7 +87,23 @@ const (
 	// the member's Raft address (for MemberAdd). The leader of a
 	// replicated group changes its membership. Reply: empty.
 	OpMember byte = 12
+	// OpReadCall: u64 the least index the answer must reflect, then an
+	// OpCall's body, of an operation any member may answer
+	// (Op.AnyMember). Any member of a group answers it from its own
+	// records once it has applied that index, on a connection whose
+	// OpHello said HelloAnyMember; a member that does not get there
+	// within a few milliseconds answers StatusNotLeader, and the client
+	// asks the leader. Reply: as OpCall's.
+	OpReadCall byte = 13
+	// OpIndex: empty. The leader confirms it still leads (a read index)
+	// and answers u64 the index of the records it has published: every
+	// change acknowledged before the request is at or below it.
+	OpIndex byte = 14
 )
+
+// HelloAnyMember, in OpHello's flags, opens a connection for OpReadCall:
+// a member that does not lead accepts it.
+const HelloAnyMember byte = 1
 
 // StatsDigest asks OpStats for a digest of the whole state (every
 // record read once: slow on a large volume), to compare the members of

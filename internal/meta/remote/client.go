@@ -57,6 +57,16 @@ type Server interface {
 	ServerOps() bool
 }
 
+// AnyMember is the optional capability of a Transport that may send a
+// call of an operation any member answers (wire.Op.AnyMember) to a
+// member of a replicated group other than the leader: the engine's URL
+// says read=follower.
+type AnyMember interface {
+	// ReadCall sends an OpCall's body as Call does, to whichever member
+	// answers it.
+	ReadCall(ctx context.Context, fill func(*wire.Buf)) (wire.Frame, error)
+}
+
 // Local is what the Client needs of the mount's own session: its id,
 // the bound of its calls, its caches, and the operations it answers
 // without the server (wire.Local).
@@ -191,7 +201,7 @@ func callAs[A, R any](ctx context.Context, c *Client, seq uint64, sentBefore boo
 		done = func(err error) { after(res, err) }
 	}
 	cred := meta.CredOf(ctx)
-	err := c.guarded(ctx, seq, sentBefore, func(b *wire.Buf) { op.Request(b, cred, a) },
+	err := c.guarded(ctx, seq, sentBefore, op.AnyMember, func(b *wire.Buf) { op.Request(b, cred, a) },
 		func(r *wire.Reader) { res, dirs = op.Reply(r) }, done)
 	if err != nil {
 		var zero R
@@ -204,8 +214,9 @@ func callAs[A, R any](ctx context.Context, c *Client, seq uint64, sentBefore boo
 }
 
 // guarded sends a call under the session's bound (meta.Session.Guard),
-// or for a lock request that may wait, its outage watch alone.
-func (c *Client) guarded(ctx context.Context, seq uint64, sentBefore bool, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
+// or for a lock request that may wait, its outage watch alone. anyMember:
+// any member may answer it (wire.Op.AnyMember).
+func (c *Client) guarded(ctx context.Context, seq uint64, sentBefore, anyMember bool, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
 	guard := c.local.Guard
 	if ctx.Value(waitingCall{}) != nil {
 		guard = c.local.GuardWait
@@ -213,7 +224,7 @@ func (c *Client) guarded(ctx context.Context, seq uint64, sentBefore bool, fill 
 	sent := false
 	err := guard(ctx, func(ctx context.Context) error {
 		sent = true
-		return c.send(ctx, seq, sentBefore, fill, read, after)
+		return c.send(ctx, seq, sentBefore, anyMember, fill, read, after)
 	})
 	if !sent && after != nil {
 		// Failed at once, the metadata server known not to answer: the
@@ -239,11 +250,17 @@ func waiting(ctx context.Context, block bool) context.Context {
 
 // send makes the call once the session let it (meta.Session.Guard): ctx
 // then ends within the mount's --meta-timeout.
-func (c *Client) send(ctx context.Context, seq uint64, sentBefore bool, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
+func (c *Client) send(ctx context.Context, seq uint64, sentBefore, anyMember bool, fill func(*wire.Buf), read func(*wire.Reader), after func(err error)) error {
 	sends := 0 // the engine sends the call again on a new connection
+	call := func(ctx context.Context, fill func(*wire.Buf)) (wire.Frame, error) {
+		return c.db.Call(ctx, wire.OpCall, fill)
+	}
+	if am, ok := c.db.(AnyMember); ok && anyMember {
+		call = am.ReadCall
+	}
 	for attempt := 0; ; attempt++ {
 		c.attach.RLock()
-		f, err := c.db.Call(ctx, wire.OpCall, func(b *wire.Buf) {
+		f, err := call(ctx, func(b *wire.Buf) {
 			b.U64(c.sid)
 			b.U64(c.db.Client())
 			b.U64(seq)

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -60,9 +62,12 @@ func openDB(t testing.TB, url string) *sluice.DB {
 }
 
 // vfsOptions returns vfstest options for a volume on a fresh server
-// whose operations run there, with the rest of o.
-func vfsOptions(t *testing.T, o vfstest.Options) vfstest.Options {
-	db := openDB(t, startServer(t).url)
+// whose operations run there, with the rest of o; query is added to the
+// URL.
+func vfsOptions(t *testing.T, o vfstest.Options, query string, anyCalls *atomic.Uint64) vfstest.Options {
+	srv := startServer(t)
+	t.Cleanup(func() { anyCalls.Add(answeredByAny(t, srv.srv)) })
+	db := openDB(t, srv.url+query)
 	o.Store = func(t *testing.T) store.Store { return kvstore.New(db) }
 	o.OnClient = func(t *testing.T, c *meta.Session) vfs.Meta {
 		rc, err := remote.New(context.Background(), db, c, remote.Options{AtimeMode: o.Meta.AtimeMode, DirAttrReuse: o.Meta.DirAttrReuse})
@@ -79,27 +84,59 @@ func vfsOptions(t *testing.T, o vfstest.Options) vfstest.Options {
 // must forget what the server changes for this session.
 func TestVFS(t *testing.T) {
 	configs := []struct {
-		name string
-		opts vfstest.Options
+		name  string
+		opts  vfstest.Options
+		query string
 	}{
-		{"plain", vfstest.Options{}},
+		{"plain", vfstest.Options{}, ""},
 		{"kernel-caches+writeback+statahead", vfstest.Options{
 			Chunk: chunk.Config{Writeback: true, MaxReadahead: 4 * vfstest.BlockSize, Prefetch: 2},
 			VFS:   vfs.Config{AttrTimeout: time.Second, EntryTimeout: time.Second, DirEntryTimeout: time.Second},
 			Meta:  meta.Config{Statahead: time.Second, DirAttrReuse: 100 * time.Millisecond, AtimeMode: meta.AtimeRelative},
-		}},
+		}, ""},
+		// The reads any member answers, answered by the server's reader
+		// (the POSIX core of no session) rather than the session's.
+		{"read=follower", vfstest.Options{Meta: meta.Config{AtimeMode: meta.AtimeRelative}}, "?read=follower&staleness=10s"},
 	}
 	for _, c := range configs {
 		t.Run(c.name, func(t *testing.T) {
+			var anyCalls atomic.Uint64
 			vfstest.Run(t, func(t *testing.T) *vfs.VFS {
 				o := c.opts
 				if o.Chunk.Writeback {
 					o.Chunk.CacheDirs = []string{t.TempDir()}
 				}
-				return vfstest.New(t, vfsOptions(t, o))
+				return vfstest.New(t, vfsOptions(t, o, c.query, &anyCalls))
 			})
+			if n := anyCalls.Load(); (n > 0) != strings.Contains(c.query, "read=follower") {
+				t.Errorf("%d calls answered as reads of any member", n)
+			}
 		})
 	}
+}
+
+// answeredByAny returns how many calls srv answered as reads of any
+// member (OpReadCall).
+func answeredByAny(t *testing.T, srv *metaserver.Server) uint64 {
+	t.Helper()
+	fams, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range fams {
+		if f.GetName() != "sluice_metaserver_op_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" && strings.HasPrefix(l.GetValue(), "any_") {
+					n += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return n
 }
 
 // volume is a formatted volume on a server, with a session's own client

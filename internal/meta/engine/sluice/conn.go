@@ -36,6 +36,9 @@ type endpoint struct {
 	addr, name string
 	secret     []byte      // proven in wire's handshake; empty: none
 	tls        *tls.Config // nil: plain TCP
+	// anyMember opens the connection for reads from any member
+	// (wire.HelloAnyMember): a member that does not lead accepts it.
+	anyMember bool
 }
 
 // permanentError marks a failure that dialling again cannot mend: a
@@ -108,6 +111,9 @@ func dial(ctx context.Context, ep endpoint) (*conn, error) {
 	f, err := c.call(ctx, wire.OpHello, nil, func(b *wire.Buf) {
 		b.Uvarint(wire.Version)
 		b.Bytes([]byte(ep.name))
+		if ep.anyMember {
+			b.Byte(wire.HelloAnyMember)
+		}
 	})
 	if err != nil {
 		c.close()

@@ -65,6 +65,9 @@ type DB struct {
 	// serverOps: a mount's operations run on the server (package
 	// remote), as the URL's ops says.
 	serverOps bool
+	// reads, for the URL's read=follower, sends the reads of any member
+	// to a follower (followers.go).
+	reads *followers
 }
 
 // ServerOps reports whether a mount should send its operations to the
@@ -88,7 +91,28 @@ func NewLocal(name string, client uint64, t Transport) *DB {
 // an OpCall has the server told (OpCancel). The caller decides whether
 // a request may be sent twice: OpCall carries a call number for that.
 func (d *DB) Call(ctx context.Context, op byte, fill func(*wire.Buf)) (wire.Frame, error) {
-	return d.do(ctx, op, fill)
+	f, err := d.do(ctx, op, fill)
+	if err == nil && op == wire.OpCall {
+		f, err = d.indexed(f, false)
+	}
+	return f, err
+}
+
+// indexed takes the index off the front of an OpCall's or OpReadCall's
+// reply and notes it (followers.seen); fromAny says a member that may
+// not lead answered.
+func (d *DB) indexed(f wire.Frame, fromAny bool) (wire.Frame, error) {
+	if f.Kind != wire.StatusOK && f.Kind != wire.StatusErrno {
+		return f, nil
+	}
+	if len(f.Body) < 8 {
+		return f, fmt.Errorf("metadata server reply of %d bytes holds no index: %w", len(f.Body), wire.ErrFrame)
+	}
+	if d.reads != nil {
+		d.reads.seen(binary.BigEndian.Uint64(f.Body), fromAny)
+	}
+	f.Body = f.Body[8:]
+	return f, nil
 }
 
 // Client returns the id the DB names its commits and calls with.
@@ -98,8 +122,14 @@ var _ kvstore.DB = (*DB)(nil)
 
 // Open connects to the server the URL names:
 //
-//	sluice://[:SECRET@]HOST:PORT[/NAME][?timeout=DURATION&conns=N&ops=server|client
+//	sluice://[:SECRET@]HOST:PORT[,HOST:PORT…][/NAME][?timeout=DURATION&conns=N&ops=server|client
+//	  &read=leader|follower&staleness=DURATION
 //	  &secret-file=PATH&tls=true&ca=PATH&server-name=NAME&cert=PATH&key=PATH]
+//
+// read=follower sends a mount's reads that depend on the records alone
+// to a member of the group other than the leader (see followers.go):
+// what they see is at most staleness old (default 1s), never older than
+// what the mount saw or changed before.
 //
 // SECRET (or the contents of secret-file, less a trailing newline) is
 // proven to the server in wire's handshake, and the server must prove
@@ -147,6 +177,9 @@ func Open(ctx context.Context, rawURL string, create bool) (*DB, error) {
 	case "client":
 	default:
 		return nil, fmt.Errorf("metadata URL %q: ops %q: want server (a mount's operations run on the server, one round trip each) or client (they run in the mount, over transactions)", shown, v)
+	}
+	if err := db.readsFrom(q); err != nil {
+		return nil, fmt.Errorf("metadata URL %q: %w", shown, err)
 	}
 	n := 4
 	if v := q.Get("conns"); v != "" {
@@ -287,6 +320,9 @@ func (d *DB) Close() error {
 		if c != nil {
 			c.close()
 		}
+	}
+	if d.reads != nil {
+		d.reads.close()
 	}
 	return nil
 }

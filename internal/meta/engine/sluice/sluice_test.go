@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,5 +153,25 @@ func TestConflictThenFresh(t *testing.T) {
 	t.Logf("%d conflicts", conflicts.Load())
 	if stale.Load() > 0 {
 		t.Fatalf("%d of %d retries after a conflict read the value they had lost with again", stale.Load(), conflicts.Load())
+	}
+}
+
+// TestURLOptions checks that the URL's options are refused with a clear
+// error when they make no sense, before any connection is made.
+func TestURLOptions(t *testing.T) {
+	for _, c := range []struct{ query, want string }{
+		{"read=nearest", `read "nearest": want leader`},
+		{"read=follower&ops=client", "read=follower needs ops=server"},
+		{"staleness=1s", "staleness bounds read=follower only"},
+		{"read=follower&staleness=1ms", `staleness "1ms": want a duration of at least 10ms`},
+		{"read=follower&staleness=soon", `staleness "soon"`},
+		{"ops=both", `ops "both"`},
+		{"conns=0", `conns "0"`},
+		{"timeout=-1s", `timeout "-1s"`},
+	} {
+		_, err := sluice.Open(context.Background(), "sluice://127.0.0.1:1/test?"+c.query, false)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.query, err, c.want)
+		}
 	}
 }
