@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/sluice"
+	"github.com/sluicefs/sluice/internal/meta/metatest"
 	"github.com/sluicefs/sluice/internal/meta/remote"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
@@ -22,7 +23,7 @@ const readAfterChangeForTest = 20 * time.Millisecond
 
 // mountOn opens a session of the volume at url whose operations run on
 // the group (package remote), as a mount's do.
-func mountOn(t *testing.T, url string) *remote.Client {
+func mountOn(t testing.TB, url string) *remote.Client {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sluice.Open(ctx, url, false)
@@ -190,5 +191,35 @@ func TestReadsFromFollowers(t *testing.T) {
 	}
 	if _, err := reader.Lookup(ctx, meta.RootIno, []byte("none")); !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("lookup of a missing name: %v, want ENOENT", err)
+	}
+}
+
+// BenchmarkGroupReads runs the metadata benchmarks through a mount's
+// path (package remote) on a group of three members on this host, with
+// every read from the leader and with read=follower, to compare what
+// each read costs and how far reads scale.
+func BenchmarkGroupReads(b *testing.B) {
+	for _, read := range []string{"leader", "follower"} {
+		b.Run("read="+read, func(b *testing.B) {
+			metatest.BenchOps(b, func(tb testing.TB) metatest.Ops {
+				ms := startGroup(tb, 3)
+				leader(tb, ms)
+				var addrs []string
+				for _, m := range ms {
+					addrs = append(addrs, m.client)
+				}
+				url := "sluice://" + strings.Join(addrs, ",") + "/vol?timeout=20s"
+				ctx := context.Background()
+				db, err := sluice.Open(ctx, url, true)
+				if err != nil {
+					tb.Fatal(err)
+				}
+				defer db.Close()
+				if _, err := meta.FormatVolume(ctx, kvstore.New(db), metatest.BenchFormat()); err != nil {
+					tb.Fatal(err)
+				}
+				return mountOn(tb, url+"&read="+read)
+			})
+		})
 	}
 }

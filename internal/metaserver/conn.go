@@ -175,6 +175,9 @@ type conn struct {
 	// cancels stops the OpCalls running for this connection, by request.
 	cmu     sync.Mutex
 	cancels map[uint64]context.CancelFunc
+	// inline is a call handle left to the goroutine reading requests
+	// (readFrom); only that goroutine touches it.
+	inline func()
 	// anyMember marks the in-process connection of the reader
 	// (anymember.go): its snapshots are the member's published records,
 	// whether it leads or not.
@@ -317,24 +320,34 @@ func (c *conn) writeLoop() {
 	}
 }
 
-func (c *conn) readLoop() {
-	defer func() {
-		c.close()
-		c.s.connMu.Lock()
-		delete(c.s.conns, c)
-		c.s.connMu.Unlock()
-		c.s.m.conns.Dec()
-	}()
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+func (c *conn) readLoop() { c.readFrom(bufio.NewReaderSize(c.nc, 64<<10)) }
+
+// readFrom reads and serves c's requests until the connection ends, or
+// until a request is to run on the goroutine that read it (c.inline, a
+// call that may commit): then a worker goes on reading, and this
+// goroutine runs the call.
+func (c *conn) readFrom(r *bufio.Reader) {
 	for {
 		f, err := wire.ReadFrame(r)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr(), "err", err)
 			}
+			c.close()
+			c.s.connMu.Lock()
+			delete(c.s.conns, c)
+			c.s.connMu.Unlock()
+			c.s.m.conns.Dec()
 			return
 		}
 		c.handle(f)
+		if job := c.inline; job != nil {
+			c.inline = nil
+			c.flush() // what this goroutine queued, before it stops reading
+			c.s.sess.workers.run(func() { c.readFrom(r) })
+			job()
+			return
+		}
 		if r.Buffered() == 0 {
 			c.flush()
 		}

@@ -27,7 +27,7 @@ type member struct {
 
 // startGroup starts n members of a new group on loopback; tweak, when
 // given, injects faults in each.
-func startGroup(t *testing.T, n int, tweak ...func(*RaftOptions)) []*member {
+func startGroup(t testing.TB, n int, tweak ...func(*RaftOptions)) []*member {
 	t.Helper()
 	ms := make([]*member, n)
 	var peers []Peer
@@ -59,7 +59,7 @@ func startGroup(t *testing.T, n int, tweak ...func(*RaftOptions)) []*member {
 
 // start opens m's server on rl (its Raft port; nil: listen again on
 // m.raftAddr) and serves clients on m.client (or a new port).
-func (m *member) start(t *testing.T, rl net.Listener, peers []Peer) {
+func (m *member) start(t testing.TB, rl net.Listener, peers []Peer) {
 	t.Helper()
 	var err error
 	if rl == nil {
@@ -91,7 +91,7 @@ func (m *member) start(t *testing.T, rl net.Listener, peers []Peer) {
 }
 
 // leader waits for a member of ms to lead and returns it.
-func leader(t *testing.T, ms []*member) *member {
+func leader(t testing.TB, ms []*member) *member {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
