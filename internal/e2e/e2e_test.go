@@ -139,6 +139,8 @@ func metaURL(t *testing.T, engine, dir string) string {
 		return "sluice://" + startMetaServer(t, filepath.Join(dir, "metaserver")) + "/vol"
 	case "sluice3": // a replicated group of three (the name is short: pjdfstest binds sockets under the mount, and a socket's path has at most 108 bytes)
 		return startMetaGroup(t, filepath.Join(dir, "metagroup"))
+	case "sluice3f": // the same, the mount reading from followers (one mount only: another mount's changes may be seen up to a second late)
+		return startMetaGroup(t, filepath.Join(dir, "metagroup")) + "?read=follower"
 	}
 	return testserver.MetaURL(t, engine, fmt.Sprintf("e2e%d", time.Now().UnixNano()))
 }

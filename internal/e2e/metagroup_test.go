@@ -29,9 +29,10 @@ func (m *groupMember) run(t *testing.T, flags ...string) {
 
 // memberState is what a member says of itself (metaserver.Stats).
 type memberState struct {
-	Index  uint64
-	Digest string
-	Raft   struct {
+	Index          uint64
+	Digest         string
+	AnyMemberReads uint64
+	Raft           struct {
 		ID    string `json:"id"`
 		State string `json:"state"`
 	}

@@ -38,11 +38,26 @@ func findPjdfstest(t *testing.T) string {
 
 // TestPjdfstest runs the Rust pjdfstest POSIX suite on a mount of a
 // volume on each metadata engine, and on a replicated group of metadata
-// servers.
+// servers, with reads from the leader and from followers.
 func TestPjdfstest(t *testing.T) {
 	bin := findPjdfstest(t)
-	for _, engine := range append(metaEngines, "sluice3") {
-		t.Run(engine, func(t *testing.T) { runPjdfstest(t, bin, newVolumeOn(t, engine)) })
+	for _, engine := range append(metaEngines, "sluice3", "sluice3f") {
+		t.Run(engine, func(t *testing.T) {
+			v := newVolumeOn(t, engine)
+			runPjdfstest(t, bin, v)
+			if engine == "sluice3f" {
+				var followers uint64
+				for _, st := range groupStates(t, v.metaURL, false) {
+					if st != nil && st.Raft.State == "Follower" {
+						followers += st.AnyMemberReads
+					}
+				}
+				if followers == 0 {
+					t.Error("no follower answered a read of the mount (read=follower)")
+				}
+				t.Logf("reads answered by followers: %d", followers)
+			}
+		})
 	}
 	t.Run("sqlite3-acl", func(t *testing.T) { runPjdfstest(t, bin, newVolumeOn(t, "sqlite3", "--enable-acl")) })
 }

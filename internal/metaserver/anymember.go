@@ -170,6 +170,7 @@ func (c *conn) serveReadCall(f wire.Frame, start time.Time) {
 			return
 		}
 		status, body := runCall(context.Background(), t, call.Run)
+		s.anyReads.Add(1)
 		s.m.observe("any_"+call.Name, start)
 		c.replyCall(id, status, body, wake)
 	}

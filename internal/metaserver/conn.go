@@ -664,6 +664,9 @@ type Stats struct {
 	PagesCompressed     int
 	PageCompressedBytes int
 	Dir                 string
+	// AnyMemberReads counts the reads this server answered for mounts
+	// that read from any member (read=follower).
+	AnyMemberReads uint64
 	// Raft is the member's view of its group; nil for a single server.
 	Raft *RaftStats `json:",omitempty"`
 	// Digest is a SHA-256 of the published records (asked for with
@@ -691,6 +694,7 @@ func (s *Server) Stats() Stats {
 		PagesCompressed:     p.tree.zpages,
 		PageCompressedBytes: p.tree.zbytes,
 		Dir:                 s.opts.Dir,
+		AnyMemberReads:      s.anyReads.Load(),
 		Raft:                s.raftStats(),
 	}
 }

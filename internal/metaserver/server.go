@@ -95,8 +95,9 @@ type Server struct {
 	sess  *sessions // mounts whose operations the server runs
 	// reader answers the reads of any member (anymember.go); pubWake
 	// wakes those waiting for a published index.
-	reader  reader
-	pubWake atomic.Pointer[chan struct{}]
+	reader   reader
+	pubWake  atomic.Pointer[chan struct{}]
+	anyReads atomic.Uint64 // reads answered (Stats.AnyMemberReads)
 
 	// A member of a replicated group (Options.Raft); see raft.go.
 	rep     *replica
