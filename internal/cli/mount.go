@@ -103,11 +103,17 @@ func defaultCacheDir() string {
 	return filepath.Join(home, ".sluice", "cache")
 }
 
-func newMount() *cobra.Command {
-	o := mountOptions{attrCache: time.Second, entryCache: time.Second, dirEntryCache: time.Second,
+// defaultMountOptions are the defaults of mount's flags, which the other
+// commands that serve a volume (webdav) share.
+func defaultMountOptions() mountOptions {
+	return mountOptions{attrCache: time.Second, entryCache: time.Second, dirEntryCache: time.Second,
 		bufferSize: 300 << 20, maxUploads: 20, maxReadahead: 64 << 20, prefetch: 1,
 		maxDownloads: 200, getTimeout: time.Minute, putTimeout: time.Minute, cacheDir: defaultCacheDir(), cacheSize: 100 << 30, freeRatio: 0.1, heartbeat: 12 * time.Second,
 		metaTimeout: meta.DefaultOpTimeout, backupMeta: time.Hour, backupMetaMin: minBackupInterval}
+}
+
+func newMount() *cobra.Command {
+	o := defaultMountOptions()
 	cmd := &cobra.Command{
 		Use:   "mount META-URL MOUNTPOINT",
 		Short: "Mount a volume with FUSE",

@@ -41,6 +41,7 @@ Quick start:
 	root.AddCommand(newInfo(), newSummary(), newWarmup(), newRmr())
 	root.AddCommand(newProfile(), newStats())
 	root.AddCommand(newMetaServer())
+	root.AddCommand(newWebDAV())
 	return root
 }
 
