@@ -150,12 +150,7 @@ func metaURL(t *testing.T, engine, dir string) string {
 // its address.
 func startMetaServer(t *testing.T, dir string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	ms := runMetaServer(t, dir, addr)
 	t.Cleanup(func() { ms.stop(t, syscall.SIGTERM) })
 	return addr

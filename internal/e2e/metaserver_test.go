@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -25,12 +24,7 @@ func TestMetaServerKilledUnderAMount(t *testing.T) {
 	for _, d := range []string{filepath.Dir(dir), dir} {
 		os.Chmod(d, 0o755)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	msDir := filepath.Join(dir, "metaserver")
 	ms := runMetaServer(t, msDir, addr)
 	t.Cleanup(func() { ms.stop(t, syscall.SIGKILL) })

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,12 +19,7 @@ import (
 // the test ends, and returns its URL.
 func startWebDAV(t *testing.T, v *volume, env ...string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	cmd := exec.Command(sluiceBin, "webdav", v.metaURL, addr, "--cache-dir", filepath.Join(v.dir, "webdav-cache"))
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
