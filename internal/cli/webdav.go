@@ -35,6 +35,7 @@ type webdavOptions struct {
 	certFile, keyFile string
 	umask             uint16
 	insecure          bool
+	subdir            string
 }
 
 func newWebDAV() *cobra.Command {
@@ -68,6 +69,7 @@ a mount; --umask masks the modes of what clients create.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.certFile, "cert-file", "", "certificate (PEM) to serve HTTPS with, with --key-file")
 	fl.StringVar(&o.keyFile, "key-file", "", "private key (PEM) of --cert-file")
+	fl.StringVar(&o.subdir, "subdir", "", "serve only this directory of the volume, as the root: nothing outside it can be named")
 	fl.Var(octalValue{&o.umask}, "umask", "umask of the files and directories clients create (octal)")
 	fl.BoolVar(&o.insecure, "insecure-no-auth", false, "serve an address other than loopback without WEBDAV_USER and WEBDAV_PASSWORD: anyone who reaches it reads and writes the volume")
 	fl.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directories of the local block cache, separated by ':'; 'memory' keeps blocks in memory only")
@@ -136,8 +138,14 @@ func runWebDAV(ctx context.Context, metaURL, addr string, o *webdavOptions) (err
 		}
 	}
 	cred := meta.Cred{Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid())}
+	tree := pathfs.New(vol.VFS(), cred, o.umask)
+	if o.subdir != "" {
+		if tree, err = tree.Sub(ctx, o.subdir); err != nil {
+			return fmt.Errorf("--subdir: %w", err)
+		}
+	}
 	h := &webdav.Handler{
-		FileSystem: davFS{pathfs.New(vol.VFS(), cred, o.umask)},
+		FileSystem: davFS{tree},
 		LockSystem: webdav.NewMemLS(),
 		Logger: func(r *http.Request, err error) {
 			if err != nil {

@@ -33,12 +33,29 @@ type FS struct {
 	v     *vfs.VFS
 	cred  meta.Cred
 	umask uint16
+	root  meta.Ino // the directory "/" names
 }
 
 // New returns the tree of v, accessed with cred; umask masks the modes
 // of what it creates.
 func New(v *vfs.VFS, cred meta.Cred, umask uint16) *FS {
-	return &FS{v: v, cred: cred, umask: umask}
+	return &FS{v: v, cred: cred, umask: umask, root: meta.RootIno}
+}
+
+// Sub returns the tree under the directory dir of f as a tree of its
+// own: its "/" is dir, and nothing outside it can be named (".." stops at
+// it, and symlinks are never followed).
+func (f *FS) Sub(ctx context.Context, dir string) (*FS, error) {
+	a, err := f.walk(f.ctx(ctx), split(dir))
+	if err != nil {
+		return nil, pathErr("open", dir, err)
+	}
+	if a.Type != store.TypeDir {
+		return nil, pathErr("open", dir, syscall.ENOTDIR)
+	}
+	sub := *f
+	sub.root = a.Ino
+	return &sub, nil
 }
 
 func (f *FS) ctx(ctx context.Context) context.Context { return meta.WithCred(ctx, f.cred) }
@@ -55,7 +72,7 @@ func split(name string) []string {
 // walk returns the attributes of name. "..", cleaned away by split, never
 // leaves the root.
 func (f *FS) walk(ctx context.Context, parts []string) (*meta.Attr, error) {
-	a, err := f.v.GetAttr(ctx, meta.RootIno)
+	a, err := f.v.GetAttr(ctx, f.root)
 	if err != nil {
 		return nil, err
 	}
