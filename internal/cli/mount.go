@@ -70,6 +70,7 @@ type mountOptions struct {
 	putTimeout     time.Duration
 	backupMeta     time.Duration
 	backupMetaMin  time.Duration // hidden: tests lower it
+	subdir         string
 }
 
 // minSessionHeartbeats is the shortest --session-timeout, in heartbeats.
@@ -210,6 +211,7 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	fl.Var(secondsValue{&o.backupMetaMin}, "backup-meta-min", "shortest --backup-meta accepted (for tests)")
 	_ = fl.MarkHidden("backup-meta-min")
 	fl.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles over HTTP at this address (e.g. 127.0.0.1:6060)")
+	fl.StringVar(&o.subdir, "subdir", "", "mount only this directory of the volume (a path from its root) as the root: nothing outside it can be reached, by name, by '..' or by a file handle; symlinks pointing out of it resolve in the host's tree, as any symlink's target does")
 	return cmd
 }
 
@@ -459,6 +461,7 @@ const statahead = time.Second
 // for a mount at mp that logs to log.
 func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options {
 	opts := volumeOptions(volume.FileSystem, log, o.metaTimeout)
+	opts.Subdir = o.subdir
 	opts.WrapBucket = faultHook(log)
 	opts.Objects = volume.ObjectOptions{
 		MaxDownloads:  o.maxDownloads,

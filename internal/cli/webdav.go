@@ -35,7 +35,6 @@ type webdavOptions struct {
 	certFile, keyFile string
 	umask             uint16
 	insecure          bool
-	subdir            string
 }
 
 func newWebDAV() *cobra.Command {
@@ -69,7 +68,7 @@ a mount; --umask masks the modes of what clients create.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.certFile, "cert-file", "", "certificate (PEM) to serve HTTPS with, with --key-file")
 	fl.StringVar(&o.keyFile, "key-file", "", "private key (PEM) of --cert-file")
-	fl.StringVar(&o.subdir, "subdir", "", "serve only this directory of the volume, as the root: nothing outside it can be named")
+	fl.StringVar(&o.subdir, "subdir", "", "serve only this directory of the volume (a path from its root) as the root: nothing outside it can be reached")
 	fl.Var(octalValue{&o.umask}, "umask", "umask of the files and directories clients create (octal)")
 	fl.BoolVar(&o.insecure, "insecure-no-auth", false, "serve an address other than loopback without WEBDAV_USER and WEBDAV_PASSWORD: anyone who reaches it reads and writes the volume")
 	fl.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directories of the local block cache, separated by ':'; 'memory' keeps blocks in memory only")
@@ -123,7 +122,9 @@ func runWebDAV(ctx context.Context, metaURL, addr string, o *webdavOptions) (err
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	vol, err := volume.Open(ctx, metaURL, o.volumeOptions("webdav://"+ln.Addr().String(), log))
+	opts := o.volumeOptions("webdav://"+ln.Addr().String(), log)
+	opts.Subdir = o.subdir
+	vol, err := volume.Open(ctx, metaURL, opts)
 	if err != nil {
 		return err
 	}
@@ -138,14 +139,8 @@ func runWebDAV(ctx context.Context, metaURL, addr string, o *webdavOptions) (err
 		}
 	}
 	cred := meta.Cred{Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid())}
-	tree := pathfs.New(vol.VFS(), cred, o.umask)
-	if o.subdir != "" {
-		if tree, err = tree.Sub(ctx, o.subdir); err != nil {
-			return fmt.Errorf("--subdir: %w", err)
-		}
-	}
 	h := &webdav.Handler{
-		FileSystem: davFS{tree},
+		FileSystem: davFS{pathfs.New(vol.VFS(), cred, o.umask)},
 		LockSystem: webdav.NewMemLS(),
 		Logger: func(r *http.Request, err error) {
 			if err != nil {

@@ -60,10 +60,20 @@ func TestPjdfstest(t *testing.T) {
 		})
 	}
 	t.Run("sqlite3-acl", func(t *testing.T) { runPjdfstest(t, bin, newVolumeOn(t, "sqlite3", "--enable-acl")) })
+	t.Run("subdir", func(t *testing.T) { // a short name: see metaURL
+		// The suite in a directory of the volume mounted as the root.
+		v := newVolumeOn(t, "sqlite3")
+		v.mount(t)
+		if err := os.Mkdir(filepath.Join(v.mnt, "sub"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		v.umount(t)
+		runPjdfstest(t, bin, v, "--subdir", "/sub")
+	})
 }
 
-func runPjdfstest(t *testing.T, bin string, v *volume) {
-	v.mount(t)
+func runPjdfstest(t *testing.T, bin string, v *volume, mountArgs ...string) {
+	v.mount(t, mountArgs...)
 	conf := filepath.Join(v.dir, "pjdfstest.toml")
 	if err := os.WriteFile(conf, []byte(pjdfstestConfig), 0o644); err != nil {
 		t.Fatal(err)

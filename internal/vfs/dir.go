@@ -82,7 +82,7 @@ func (v *VFS) OpenDir(ctx context.Context, ino meta.Ino) (uint64, error) {
 // cache (OpenCacher) when what that holds is the version the kernel was
 // given, otherwise from the engine.
 func (v *VFS) openDirMeta(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
-	if oc, ok := v.meta.(meta.OpenCacher); ok {
+	if oc, ok := capability[meta.OpenCacher](v.meta); ok {
 		if a, ok := oc.OpenDirCached(ctx, ino); ok && !v.view.attrChanged(a) {
 			return a, nil
 		}

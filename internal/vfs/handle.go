@@ -21,7 +21,7 @@ func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, um
 		return v.openInternal(ctx, f, flags)
 	}
 	nn := meta.NewNode{Type: store.TypeFile, Mode: mode, Umask: umask}
-	cr, counted := v.meta.(meta.Creator)
+	cr, counted := capability[meta.Creator](v.meta)
 	var a *meta.Attr
 	var err error
 	if counted {
@@ -54,7 +54,7 @@ func (v *VFS) Create(ctx context.Context, parent meta.Ino, name []byte, mode, um
 // and goes at its last release otherwise. A Meta without the ability
 // (TmpfileCreator) fails it with EOPNOTSUPP, which the kernel reports.
 func (v *VFS) Tmpfile(ctx context.Context, parent meta.Ino, mode, umask uint16, flags uint32) (*meta.Attr, uint64, error) {
-	tc, ok := v.meta.(meta.TmpfileCreator)
+	tc, ok := capability[meta.TmpfileCreator](v.meta)
 	if !ok {
 		return nil, 0, syscall.EOPNOTSUPP
 	}
@@ -205,7 +205,7 @@ func (v *VFS) Open(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr,
 // (OpenCacher) when what that holds is the version the kernel was given
 // and the file still has a name, otherwise from the engine.
 func (v *VFS) openMeta(ctx context.Context, ino meta.Ino, flags uint32) (*meta.Attr, error) {
-	if oc, ok := v.meta.(meta.OpenCacher); ok {
+	if oc, ok := capability[meta.OpenCacher](v.meta); ok {
 		if a, ok := oc.OpenCached(ctx, ino, flags); ok {
 			if !unlinked(a) && !v.view.attrChanged(a) {
 				return a, nil

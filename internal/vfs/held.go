@@ -234,7 +234,7 @@ func (f *openFile) applyHeldLater() {
 // it cannot be held: the client cannot commit it so, the copy is within
 // one file, out's flags may refuse it, or out holds a copy already.
 func (v *VFS) holdCopy(ctx context.Context, in *handle, offIn uint64, out *handle, offOut, length uint64) (uint64, bool) {
-	if _, ok := v.meta.(meta.CopyCommitter); !ok || in.ino == out.ino {
+	if _, ok := capability[meta.CopyCommitter](v.meta); !ok || in.ino == out.ino {
 		return 0, false
 	}
 	src, dst := in.file, out.file

@@ -234,6 +234,16 @@ func (c *controlConv) write(ctx context.Context, data []byte) error {
 		c.in = nil
 		return syscall.EINVAL
 	}
+	if sub, ok := c.v.meta.(subtreeMeta); ok {
+		// A request names any inode number: only those inside the
+		// directory mounted are there. The controls work on the
+		// volume's own numbers.
+		if err := sub.Reachable(ctx, req.Ino); err != nil {
+			c.in = nil
+			return err
+		}
+		req.Ino = sub.In(req.Ino)
+	}
 	c.started = true
 	c.wake = make(chan struct{})
 	// The request outlives the write that started it: it keeps the

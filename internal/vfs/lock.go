@@ -281,7 +281,7 @@ func (v *VFS) invalidateNames(dir meta.Ino) {
 // forgetAhead drops what the metadata client's statahead and open cache
 // hold of ino (see LookerAhead and OpenCacher).
 func (v *VFS) forgetAhead(ino meta.Ino) {
-	if la, ok := v.meta.(meta.LookerAhead); ok {
+	if la, ok := capability[meta.LookerAhead](v.meta); ok {
 		la.ForgetAhead(ino)
 	}
 }

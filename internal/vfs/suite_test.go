@@ -10,6 +10,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/meta/engine/sqlite"
 	"github.com/sluicefs/sluice/internal/meta/store"
+	"github.com/sluicefs/sluice/internal/meta/subtree"
 	"github.com/sluicefs/sluice/internal/object"
 	"github.com/sluicefs/sluice/internal/object/file"
 	"github.com/sluicefs/sluice/internal/vfs"
@@ -52,6 +53,22 @@ func TestSuite(t *testing.T) {
 						t.Fatal(err)
 					}
 					return fs
+				},
+			}
+		}},
+		// One directory of the volume as the root (mount --subdir), with
+		// the caches whose capabilities the wrapper must pass on.
+		{"subdir+kernel-caches", func(t *testing.T) vfstest.Options {
+			return vfstest.Options{
+				VFS:  vfs.Config{AttrTimeout: time.Second, EntryTimeout: time.Second, DirEntryTimeout: time.Second},
+				Meta: meta.Config{Statahead: time.Second, DirAttrReuse: 100 * time.Millisecond, OpenCache: time.Second},
+				OnClient: func(t *testing.T, c *meta.Session) vfs.Meta {
+					ctx := meta.WithCred(context.Background(), meta.Cred{})
+					d, err := c.Mknod(ctx, meta.RootIno, []byte("subdir"), meta.NewNode{Type: store.TypeDir, Mode: 0o777})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return subtree.New(c, d.Ino)
 				},
 			}
 		}},

@@ -235,7 +235,7 @@ func (v *VFS) LookupAged(ctx context.Context, parent meta.Ino, name []byte) (_ *
 	}
 	var a *meta.Attr
 	var err error
-	if la, ok := v.meta.(meta.LookerAhead); ok {
+	if la, ok := capability[meta.LookerAhead](v.meta); ok {
 		a, age, err = la.LookupAhead(ctx, parent, name)
 	} else {
 		a, err = v.meta.Lookup(ctx, parent, name)
@@ -339,6 +339,13 @@ func (v *VFS) removedOpenDir(ino meta.Ino) *meta.Attr {
 func (v *VFS) ByHandle(ctx context.Context, ino meta.Ino) (*meta.Attr, error) {
 	if f := internalByIno(ino); f != nil {
 		return f.attr(v.started), nil
+	}
+	if sub, ok := v.meta.(subtreeMeta); ok {
+		// A handle may name any inode of the volume: only those inside
+		// the directory mounted are there.
+		if err := sub.Reachable(ctx, ino); err != nil {
+			return nil, err
+		}
 	}
 	a, err := v.meta.GetAttr(ctx, ino)
 	if errors.Is(err, meta.ErrNoInode) {

@@ -94,6 +94,11 @@ type Options struct {
 	// Meta.ReadOnly, a Compactor; Logger defaults to Options.Logger.
 	VFS vfs.Config
 
+	// Subdir, when set, makes the VFS serve that directory of the volume
+	// as its root (package subtree): nothing outside it can be reached
+	// through the VFS. A path from the volume's root.
+	Subdir string
+
 	// Logger receives what the layers report in the background (retries,
 	// staged uploads, sessions). Default: discarded.
 	Logger *slog.Logger

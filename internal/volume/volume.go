@@ -29,6 +29,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,6 +43,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/remote"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/subtree"
 	"github.com/sluicefs/sluice/internal/object"
 	objall "github.com/sluicefs/sluice/internal/object/all"
 	"github.com/sluicefs/sluice/internal/object/compress"
@@ -148,6 +151,13 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 		}
 		fsMeta = v.remote
 	}
+	if opts.Subdir != "" {
+		root, err := subdirIno(ctx, v.client, opts.Subdir)
+		if err != nil {
+			return v, err
+		}
+		fsMeta = subtree.New(fsMeta, root)
+	}
 	vc := vfsConfig(v.chunks, v.client, &opts)
 	vc.Stats = v.telemetry.WriteText
 	tools := addToolControls(&vc, v.chunks, v.client) // info, summary, warmup, rmr (controls.go)
@@ -157,6 +167,27 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 		return v, fmt.Errorf("register metrics: %w", err)
 	}
 	return v, nil
+}
+
+// subdirIno returns the inode of the directory dir, a path from the
+// volume's root, looked up as root.
+func subdirIno(ctx context.Context, mc *meta.Session, dir string) (meta.Ino, error) {
+	ctx = meta.WithCred(ctx, meta.Cred{})
+	ino := meta.RootIno
+	for _, name := range strings.Split(path.Clean("/"+dir), "/") {
+		if name == "" {
+			continue
+		}
+		a, err := mc.Lookup(ctx, ino, []byte(name))
+		if err != nil {
+			return 0, fmt.Errorf("subdir %s: %w", dir, err)
+		}
+		if a.Type != store.TypeDir {
+			return 0, fmt.Errorf("subdir %s: %s is not a directory: %w", dir, name, syscall.ENOTDIR)
+		}
+		ino = a.Ino
+	}
+	return ino, nil
 }
 
 // openMeta opens the metadata engine and reads the volume's settings,

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicefs/sluice/internal/meta/remote"
 	"github.com/sluicefs/sluice/internal/meta/store"
 	"github.com/sluicefs/sluice/internal/meta/store/kvstore"
+	"github.com/sluicefs/sluice/internal/meta/subtree"
 	"github.com/sluicefs/sluice/internal/metaserver"
 	"github.com/sluicefs/sluice/internal/vfs"
 	"github.com/sluicefs/sluice/internal/vfs/vfstest"
@@ -64,7 +65,7 @@ func openDB(t testing.TB, url string) *sluice.DB {
 // vfsOptions returns vfstest options for a volume on a fresh server
 // whose operations run there, with the rest of o; query is added to the
 // URL.
-func vfsOptions(t *testing.T, o vfstest.Options, query string, anyCalls *atomic.Uint64) vfstest.Options {
+func vfsOptions(t *testing.T, o vfstest.Options, query string, anyCalls *atomic.Uint64, subdir bool) vfstest.Options {
 	srv := startServer(t)
 	t.Cleanup(func() { anyCalls.Add(answeredByAny(t, srv.srv)) })
 	db := openDB(t, srv.url+query)
@@ -74,7 +75,14 @@ func vfsOptions(t *testing.T, o vfstest.Options, query string, anyCalls *atomic.
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rc
+		if !subdir {
+			return rc
+		}
+		d, err := rc.Mknod(meta.WithCred(context.Background(), meta.Cred{}), meta.RootIno, []byte("subdir"), meta.NewNode{Type: store.TypeDir, Mode: 0o777})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return subtree.New(rc, d.Ino)
 	}
 	return o
 }
@@ -84,19 +92,23 @@ func vfsOptions(t *testing.T, o vfstest.Options, query string, anyCalls *atomic.
 // must forget what the server changes for this session.
 func TestVFS(t *testing.T) {
 	configs := []struct {
-		name  string
-		opts  vfstest.Options
-		query string
+		name   string
+		opts   vfstest.Options
+		query  string
+		subdir bool
 	}{
-		{"plain", vfstest.Options{}, ""},
+		{"plain", vfstest.Options{}, "", false},
 		{"kernel-caches+writeback+statahead", vfstest.Options{
 			Chunk: chunk.Config{Writeback: true, MaxReadahead: 4 * vfstest.BlockSize, Prefetch: 2},
 			VFS:   vfs.Config{AttrTimeout: time.Second, EntryTimeout: time.Second, DirEntryTimeout: time.Second},
 			Meta:  meta.Config{Statahead: time.Second, DirAttrReuse: 100 * time.Millisecond, AtimeMode: meta.AtimeRelative},
-		}, ""},
+		}, "", false},
 		// The reads any member answers, answered by the server's reader
 		// (the POSIX core of no session) rather than the session's.
-		{"read=follower", vfstest.Options{Meta: meta.Config{AtimeMode: meta.AtimeRelative}}, "?read=follower&staleness=10s"},
+		{"read=follower", vfstest.Options{Meta: meta.Config{AtimeMode: meta.AtimeRelative}}, "?read=follower&staleness=10s", false},
+		// One directory as the root (mount --subdir): the wrapper must
+		// pass on exactly the capabilities the client has.
+		{"subdir", vfstest.Options{}, "", true},
 	}
 	for _, c := range configs {
 		t.Run(c.name, func(t *testing.T) {
@@ -106,7 +118,7 @@ func TestVFS(t *testing.T) {
 				if o.Chunk.Writeback {
 					o.Chunk.CacheDirs = []string{t.TempDir()}
 				}
-				return vfstest.New(t, vfsOptions(t, o, c.query, &anyCalls))
+				return vfstest.New(t, vfsOptions(t, o, c.query, &anyCalls, c.subdir))
 			})
 			if n := anyCalls.Load(); (n > 0) != strings.Contains(c.query, "read=follower") {
 				t.Errorf("%d calls answered as reads of any member", n)

@@ -33,29 +33,13 @@ type FS struct {
 	v     *vfs.VFS
 	cred  meta.Cred
 	umask uint16
-	root  meta.Ino // the directory "/" names
 }
 
 // New returns the tree of v, accessed with cred; umask masks the modes
-// of what it creates.
+// of what it creates. The VFS's internal files (.stats, .control, …),
+// which are a mount's, are not part of it.
 func New(v *vfs.VFS, cred meta.Cred, umask uint16) *FS {
-	return &FS{v: v, cred: cred, umask: umask, root: meta.RootIno}
-}
-
-// Sub returns the tree under the directory dir of f as a tree of its
-// own: its "/" is dir, and nothing outside it can be named (".." stops at
-// it, and symlinks are never followed).
-func (f *FS) Sub(ctx context.Context, dir string) (*FS, error) {
-	a, err := f.walk(f.ctx(ctx), split(dir))
-	if err != nil {
-		return nil, pathErr("open", dir, err)
-	}
-	if a.Type != store.TypeDir {
-		return nil, pathErr("open", dir, syscall.ENOTDIR)
-	}
-	sub := *f
-	sub.root = a.Ino
-	return &sub, nil
+	return &FS{v: v, cred: cred, umask: umask}
 }
 
 func (f *FS) ctx(ctx context.Context) context.Context { return meta.WithCred(ctx, f.cred) }
@@ -72,7 +56,7 @@ func split(name string) []string {
 // walk returns the attributes of name. "..", cleaned away by split, never
 // leaves the root.
 func (f *FS) walk(ctx context.Context, parts []string) (*meta.Attr, error) {
-	a, err := f.v.GetAttr(ctx, f.root)
+	a, err := f.v.GetAttr(ctx, meta.RootIno)
 	if err != nil {
 		return nil, err
 	}
@@ -80,11 +64,20 @@ func (f *FS) walk(ctx context.Context, parts []string) (*meta.Attr, error) {
 		if a.Type != store.TypeDir {
 			return nil, syscall.ENOTDIR
 		}
-		if a, err = f.v.Lookup(ctx, a.Ino, []byte(p)); err != nil {
+		if a, err = f.lookup(ctx, a.Ino, []byte(p)); err != nil {
 			return nil, err
 		}
 	}
 	return a, nil
+}
+
+// lookup looks name up in dir; the internal files are not there.
+func (f *FS) lookup(ctx context.Context, dir meta.Ino, name []byte) (*meta.Attr, error) {
+	a, err := f.v.Lookup(ctx, dir, name)
+	if err == nil && vfs.IsInternal(a.Ino) {
+		return nil, syscall.ENOENT
+	}
+	return a, err
 }
 
 // parent returns the directory that holds name, and name's last
@@ -152,7 +145,7 @@ func (f *FS) RemoveAll(ctx context.Context, name string) error {
 		}
 		return pathErr("removeall", name, err)
 	}
-	a, err := f.v.Lookup(ctx, dir.Ino, base)
+	a, err := f.lookup(ctx, dir.Ino, base)
 	switch {
 	case errors.Is(err, syscall.ENOENT):
 		return nil
@@ -218,6 +211,9 @@ func (f *FS) OpenFile(ctx context.Context, name string, flag int, perm os.FileMo
 			return nil, pathErr("open", name, perr)
 		}
 		a, err = f.v.Lookup(ctx, dir.Ino, base)
+		if err == nil && vfs.IsInternal(a.Ino) {
+			return nil, pathErr("open", name, syscall.EPERM) // a mount's, not the tree's
+		}
 		switch {
 		case errors.Is(err, syscall.ENOENT):
 			var fh uint64
@@ -364,7 +360,7 @@ func (h *File) Readdir(count int) ([]fs.FileInfo, error) {
 	err := h.fs.v.ReadDir(h.ctx(), h.fh, h.dirOff, true, func(e vfs.DirEntry) bool {
 		h.dirOff = e.Off
 		name := string(e.Name)
-		if name == "." || name == ".." || e.Attr == nil {
+		if name == "." || name == ".." || e.Attr == nil || vfs.IsInternal(e.Ino) {
 			return true
 		}
 		out = append(out, info(name, e.Attr))
