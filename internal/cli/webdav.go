@@ -110,7 +110,7 @@ func runWebDAV(ctx context.Context, metaURL, addr string, o *webdavOptions) (err
 	if (user == "") != (password == "") {
 		return fmt.Errorf("set both %s and %s, or neither", webdavUserEnv, webdavPasswordEnv)
 	}
-	if user == "" && !o.insecure && !loopbackAddress(addr) {
+	if user == "" && !o.insecure && !isLoopback(addr) {
 		return fmt.Errorf("%s is not a loopback address, and %s and %s are not set: anyone who reaches it would read and write the volume. Set them, or pass --insecure-no-auth on a network you trust entirely", addr, webdavUserEnv, webdavPasswordEnv)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -176,20 +176,6 @@ func runWebDAV(ctx context.Context, metaURL, addr string, o *webdavOptions) (err
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
-}
-
-// loopbackAddress reports whether addr (HOST:PORT) listens on loopback
-// only.
-func loopbackAddress(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // basicAuth requires user and password of every request, unless user is

@@ -32,8 +32,8 @@ func TestWebDAVRefuses(t *testing.T) {
 		})
 	}
 	for addr, want := range map[string]bool{"127.0.0.1:80": true, "[::1]:80": true, "localhost:80": true, "0.0.0.0:80": false, "10.0.0.5:80": false, "host": false} {
-		if got := loopbackAddress(addr); got != want {
-			t.Errorf("loopbackAddress(%q) = %v", addr, got)
+		if got := isLoopback(addr); got != want {
+			t.Errorf("isLoopback(%q) = %v", addr, got)
 		}
 	}
 }

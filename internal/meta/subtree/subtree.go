@@ -112,17 +112,28 @@ func (s *Ops) Reachable(ctx context.Context, ino meta.Ino) error {
 	return fmt.Errorf("inode %d: more than %d directories above it: %w", ino, maxDepth, syscall.ESTALE)
 }
 
-// Lookup looks name up in parent; ".." of the root is the root.
-func (s *Ops) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error) {
+// name returns the volume's parent and name of the caller's name in
+// parent: ".." of the root is the root itself.
+func (s *Ops) name(parent meta.Ino, name []byte) (meta.Ino, []byte) {
 	p := s.In(parent)
 	if p == s.root && string(name) == ".." {
-		name = []byte(".")
+		return p, []byte(".")
 	}
-	a, err := s.inner.Lookup(ctx, p, name)
+	return p, name
+}
+
+// found returns what a lookup found, unless it is above the tree.
+func (s *Ops) found(a *meta.Attr, err error) (*meta.Attr, error) {
 	if err == nil && s.outside(a) {
 		return nil, syscall.ENOENT
 	}
 	return s.out(a, err)
+}
+
+// Lookup looks name up in parent; ".." of the root is the root.
+func (s *Ops) Lookup(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, error) {
+	p, n := s.name(parent, name)
+	return s.found(s.inner.Lookup(ctx, p, n))
 }
 
 // GetAttr is meta.Ops's GetAttr, on the tree's numbers.
@@ -324,15 +335,9 @@ func (s *Ops) CommitCopy(ctx context.Context, cp meta.HeldCopy, held []meta.Attr
 
 // LookupAhead is meta.LookerAhead's.
 func (s *Ops) LookupAhead(ctx context.Context, parent meta.Ino, name []byte) (*meta.Attr, time.Duration, error) {
-	p := s.In(parent)
-	if p == s.root && string(name) == ".." {
-		name = []byte(".")
-	}
-	a, age, err := s.inner.(meta.LookerAhead).LookupAhead(ctx, p, name)
-	if err == nil && s.outside(a) {
-		return nil, 0, syscall.ENOENT
-	}
-	a, err = s.out(a, err)
+	p, n := s.name(parent, name)
+	a, age, err := s.inner.(meta.LookerAhead).LookupAhead(ctx, p, n)
+	a, err = s.found(a, err)
 	return a, age, err
 }
 

@@ -80,6 +80,9 @@ func (f *FS) lookup(ctx context.Context, dir meta.Ino, name []byte) (*meta.Attr,
 	return a, err
 }
 
+// base returns the last component of name ("/" for the root).
+func base(name string) string { return path.Base("/" + strings.Trim(name, "/")) }
+
 // parent returns the directory that holds name, and name's last
 // component; the root has none.
 func (f *FS) parent(ctx context.Context, name string) (*meta.Attr, []byte, error) {
@@ -118,7 +121,7 @@ func (f *FS) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, pathErr("stat", name, err)
 	}
-	return info(path.Base("/"+strings.Trim(name, "/")), a), nil
+	return info(base(name), a), nil
 }
 
 // Mkdir makes the directory name.
@@ -347,7 +350,7 @@ func (h *File) Stat() (fs.FileInfo, error) {
 	if err != nil {
 		return nil, pathErr("stat", h.name, err)
 	}
-	return info(path.Base("/"+strings.Trim(h.name, "/")), a), nil
+	return info(base(h.name), a), nil
 }
 
 // Readdir returns up to count entries of a directory that follow those

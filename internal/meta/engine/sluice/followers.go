@@ -249,10 +249,9 @@ func (r *followers) pause(c *conn, another bool) {
 	if another {
 		if c != nil {
 			c.close()
-		}
-		if r.c != nil && (c == nil || r.c == c) {
-			r.c.close()
-			r.c = nil
+			if r.c == c {
+				r.c = nil
+			}
 		}
 		r.member = -1
 	}
