@@ -1,7 +1,6 @@
 package metaserver
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -196,66 +196,17 @@ func (l *raftLog) replay() error {
 	if n := len(l.mu.segs); n > 0 && l.mu.segs[n-1].size == 0 {
 		seg := l.mu.segs[n-1]
 		l.mu.segs = l.mu.segs[:n-1]
-		seg.f.Close()
-		if err := os.Remove(seg.f.Name()); err != nil {
-			return fmt.Errorf("raft log: %w", err)
-		}
-		if err := syncDir(l.dir); err != nil {
-			return fmt.Errorf("raft log: %w", err)
-		}
+		return l.removeSegments([]*raftSegment{seg})
 	}
 	return nil
 }
 
 // scanRaftSegment reads f's records from the start and calls fn with
-// each one's index, offset and body length. It returns the offset just
-// past the last good record; err wraps errBadRecord when reading stopped
-// at a torn or corrupt record, and is fn's error or an I/O error
-// otherwise.
+// each one's index, offset and body length (see scanFrames).
 func scanRaftSegment(f *os.File, fn func(index uint64, off int64, n uint32) error) (good int64, err error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("raft log: %w", err)
-	}
-	size := fi.Size()
-	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 1<<20)
-	var hdr [8]byte
-	var body []byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			if err == io.EOF {
-				return good, nil
-			}
-			return good, fmt.Errorf("%w at offset %d: torn header", errBadRecord, good)
-		}
-		n := binary.BigEndian.Uint32(hdr[:])
-		sum := binary.BigEndian.Uint32(hdr[4:])
-		if n == 0 && sum == 0 {
-			// Space allocated ahead of the records reads as zeros: the
-			// end, if nothing but zeros follows.
-			if zerosToEOF(r) {
-				return good, nil
-			}
-			return good, fmt.Errorf("%w at offset %d: empty record", errBadRecord, good)
-		}
-		if n < raftEntryHeader || int64(n) > size-good-8 {
-			return good, fmt.Errorf("%w at offset %d: length %d", errBadRecord, good, n)
-		}
-		if cap(body) < int(n) {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
-			return good, fmt.Errorf("%w at offset %d: torn body", errBadRecord, good)
-		}
-		if crc32.Checksum(body, castagnoli) != sum {
-			return good, fmt.Errorf("%w at offset %d: checksum mismatch", errBadRecord, good)
-		}
-		if err := fn(binary.BigEndian.Uint64(body), good, n); err != nil {
-			return good, err
-		}
-		good += 8 + int64(n)
-	}
+	return scanFrames(f, raftEntryHeader, math.MaxUint32, true, func(off int64, body []byte) error {
+		return fn(binary.BigEndian.Uint64(body), off, uint32(len(body)))
+	})
 }
 
 // appendRaftEntry appends e's record, framed and checksummed, to dst.

@@ -120,8 +120,34 @@ func readSegment(path string, fn func(*record) error) (good int64, err error) {
 		return 0, err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
+	// A record keeps slices of its body: each gets its own.
+	return scanFrames(f, 0, maxRecord, false, func(off int64, body []byte) error {
+		rec, err := decodeRecord(body)
+		if err != nil {
+			return fmt.Errorf("%w at offset %d: %v", errBadRecord, off, err) //lint:nowrap errBadRecord is what recovery tests for
+		}
+		return fn(rec)
+	})
+}
+
+// scanFrames reads the frames of a log file from its start, the format
+// of both logs (a single server's and a member's Raft log): a 4-byte
+// body length, a 4-byte CRC-32C of the body, the body. It calls fn with
+// each body of minLen to maxLen bytes and its offset; reuse lets the
+// next frame's body overwrite the last one's. It returns the offset
+// just past the last good frame; err wraps errBadRecord when reading
+// stopped at a torn or corrupt frame (zeros to the end of the file,
+// space allocated ahead, are the end), and is fn's error or an I/O
+// error otherwise.
+func scanFrames(f *os.File, minLen, maxLen uint32, reuse bool, fn func(off int64, body []byte) error) (good int64, err error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := fi.Size()
+	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 1<<20)
 	var hdr [8]byte
+	var body []byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			if err == io.EOF {
@@ -130,29 +156,27 @@ func readSegment(path string, fn func(*record) error) (good int64, err error) {
 			return good, fmt.Errorf("%w at offset %d: torn header", errBadRecord, good)
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
-		if n == 0 && binary.BigEndian.Uint32(hdr[4:]) == 0 {
-			// Space allocated ahead of the records (segment.grow) reads
-			// as zeros: the end, if nothing but zeros follows.
+		sum := binary.BigEndian.Uint32(hdr[4:])
+		if n == 0 && sum == 0 {
 			if zerosToEOF(r) {
 				return good, nil
 			}
 			return good, fmt.Errorf("%w at offset %d: empty record", errBadRecord, good)
 		}
-		if n > maxRecord {
+		if n < minLen || n > maxLen || int64(n) > size-good-8 {
 			return good, fmt.Errorf("%w at offset %d: length %d", errBadRecord, good, n)
 		}
-		body := make([]byte, n)
+		if !reuse || cap(body) < int(n) {
+			body = make([]byte, n)
+		}
+		body = body[:n]
 		if _, err := io.ReadFull(r, body); err != nil {
 			return good, fmt.Errorf("%w at offset %d: torn body", errBadRecord, good)
 		}
-		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(hdr[4:]) {
+		if crc32.Checksum(body, castagnoli) != sum {
 			return good, fmt.Errorf("%w at offset %d: checksum mismatch", errBadRecord, good)
 		}
-		rec, err := decodeRecord(body)
-		if err != nil {
-			return good, fmt.Errorf("%w at offset %d: %v", errBadRecord, good, err) //lint:nowrap errBadRecord is what recovery tests for
-		}
-		if err := fn(rec); err != nil {
+		if err := fn(good, body); err != nil {
 			return good, err
 		}
 		good += 8 + int64(n)
