@@ -122,6 +122,30 @@ type replica struct {
 	mu      sync.Mutex // guards waiters, running
 	waiters []chan error
 	running bool
+
+	// down is closed once Raft has shut down (closeRaft): see wait.
+	down chan struct{}
+}
+
+// wait returns f's error. Raft answers no future it had queued but not
+// taken when it shut down (the futures of Apply and VerifyLeader carry
+// no shutdown channel), so once it is down, wait answers
+// raft.ErrRaftShutdown instead of waiting for ever; the goroutine left
+// waiting on such a future ends with the process.
+func (rep *replica) wait(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-rep.down:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
+	}
 }
 
 // fsmJob is work of the state machine for the apply loop.
@@ -197,7 +221,7 @@ func (s *Server) openRaft(legacy bool) error {
 		store.Close()
 		return fmt.Errorf("raft: %w", err)
 	}
-	rep := &replica{transport: tr, legacy: legacy}
+	rep := &replica{transport: tr, legacy: legacy, down: make(chan struct{})}
 	s.rep = rep
 	if !has && len(o.Peers) > 0 {
 		var cfg raft.Configuration
@@ -294,7 +318,7 @@ func (s *Server) watchLeadership(ch <-chan bool) {
 			s.stepDown()
 			continue
 		}
-		if err := s.rep.r.Barrier(0).Error(); err != nil {
+		if err := s.rep.wait(s.rep.r.Barrier(0)); err != nil {
 			s.log.Warn("raft: elected, but the barrier failed", "err", err)
 			continue
 		}
@@ -313,8 +337,8 @@ func (s *Server) watchLeadership(ch <-chan bool) {
 // and log, which Raft's log does not hold) a Raft snapshot, with no log
 // kept behind it, so that a member added later starts from it.
 func (s *Server) snapshotLegacy() {
-	r := s.rep.r
-	if err := r.Snapshot().Error(); err != nil {
+	rep, r := s.rep, s.rep.r
+	if err := rep.wait(r.Snapshot()); err != nil {
 		s.log.Error("raft: snapshot of the single server's state failed; members added later would miss it", "err", err)
 		return
 	}
@@ -322,8 +346,8 @@ func (s *Server) snapshotLegacy() {
 	keep := rc.TrailingLogs
 	rc.TrailingLogs = 0
 	if err := r.ReloadConfig(rc); err == nil {
-		r.Barrier(0).Error()
-		r.Snapshot().Error()
+		rep.wait(r.Barrier(0))
+		rep.wait(r.Snapshot())
 		rc.TrailingLogs = keep
 		r.ReloadConfig(rc)
 	}
@@ -648,7 +672,7 @@ func (s *Server) verifyRounds() {
 			return
 		}
 		rep.mu.Unlock()
-		err := rep.r.VerifyLeader().Error()
+		err := rep.wait(rep.r.VerifyLeader())
 		if err == nil && !s.leading.Load() {
 			err = errNotLeader
 		}
@@ -706,7 +730,7 @@ func (s *Server) acknowledge(q <-chan inflight, done chan<- struct{}) {
 		b := in.b
 		var err error
 		if in.f != nil {
-			err = in.f.Error()
+			err = s.rep.wait(in.f)
 			s.m.fsync.Observe(time.Since(in.start).Seconds())
 			s.m.logBytes.Add(float64(len(b.buf)))
 			s.m.batch.Observe(float64(len(b.reqs)))
@@ -743,6 +767,7 @@ func (s *Server) acknowledge(q <-chan inflight, done chan<- struct{}) {
 func (s *Server) closeRaft() error {
 	rep := s.rep
 	err := rep.r.Shutdown().Error()
+	close(rep.down)
 	if cerr := rep.transport.Close(); err == nil {
 		err = cerr
 	}
