@@ -15,6 +15,8 @@ import (
 //   - the whole block, when p is all of it or a fetch of it is under way
 //     (readahead), which fills the caches;
 //   - the disk cache, reading and checking only the pages p covers;
+//   - in a cache group, the block's owner when another member owns it
+//     (the bytes of p, or the whole block as below);
 //   - with RangedReads, a ranged GET of just p from the object store,
 //     starting a background fetch of the whole block when Prefetch allows
 //     (with PrefetchCold, only when the GET had to read the disk), so
@@ -38,7 +40,17 @@ func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, of
 			v.add(p)
 			return nil
 		}
-		if s.conf.RangedReads {
+		if peers := s.peersFor(ctx); peers != nil && peers.Remote(key) {
+			// The owner serves just these bytes, from its cache or
+			// the block it fetches whole; a failure fetches the
+			// whole block below (from object storage, the owner
+			// being left out then).
+			if peers.Read(ctx, key, off, p) {
+				s.reads.add(fromPeer)
+				v.add(p)
+				return nil
+			}
+		} else if s.conf.RangedReads {
 			rctx, cold := ctx, false
 			switch {
 			case s.conf.Prefetch > 0 && s.conf.PrefetchCold:

@@ -187,6 +187,7 @@ type Store struct {
 	fetched *fetchPool
 	syncs   *syncer    // deferred syncs of written blocks (sync.go); nil when off
 	reads   readCounts // where the application's block reads were served (stats.go)
+	peers   Peers      // the cache group (peers.go); nil when none
 }
 
 // Open returns a Store over obj, which already applies the volume's prefix
@@ -346,7 +347,16 @@ const (
 	fromMemory source = iota
 	fromDisk
 	fromObjects // the reader waited for the object store
+	fromPeer    // the reader waited for a member of the cache group
 )
+
+// fetchResult is a block a fetch returns, with the pool generation of its
+// buffer (see fetchPool.live) and where it came from.
+type fetchResult struct {
+	b   []byte
+	gen uint64
+	src source
+}
 
 // testHookFetched, when set by a test, is called after a fetched block is
 // cached and before the readers waiting for it have it.
@@ -376,37 +386,33 @@ func (s *Store) fetchOnce(ctx context.Context, id uint64, size uint32, index int
 	if b, ok := s.cached(key, want); ok {
 		return b, 0, fromDisk, nil // or memory, filled by a fetch just now
 	}
+	if p := s.peersFor(ctx); p != nil && p.Remote(key) {
+		if f, ok := s.fetchFromPeer(ctx, p, key, want); ok {
+			return f.b, f.gen, f.src, nil
+		}
+		// The owner is down, or does not have it: object storage.
+	}
 	// The fetch serves every reader that joins it, so it must not end
 	// with the context of the one that started it (an interrupted
 	// request): it runs detached, bounded by fetchTimeout, and each
 	// reader waits for it only as long as its own context lasts.
-	type fetched struct {
-		b   []byte
-		gen uint64
-		src source
-	}
 	ch := s.fetches.DoChan(key, func() (any, error) {
 		if b, ok := s.cached(key, want); ok {
-			return fetched{b, 0, fromDisk}, nil
+			return fetchResult{b, 0, fromDisk}, nil
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
 		defer cancel()
 		r, err := s.obj.Get(ctx, key, 0, -1)
 		if err != nil {
+			if f, ok := s.findAtPeers(ctx, key, want, err); ok {
+				return f, nil
+			}
 			return nil, fmt.Errorf("read block %s: %w", key, err)
 		}
 		defer r.Close()
-		var b []byte
-		var gen uint64
-		if s.fetched != nil {
-			b, gen = s.fetched.get(want)
-		} else {
-			b = make([]byte, want)
-		}
+		b, gen := s.fetchBuf(want)
 		if _, err := io.ReadFull(r, b); err != nil {
-			if s.fetched != nil {
-				s.fetched.put(b)
-			}
+			s.dropFetchBuf(b)
 			return nil, fmt.Errorf("read block %s: short or failed read: %w", key, err)
 		}
 		if s.fetched != nil {
@@ -417,18 +423,42 @@ func (s *Store) fetchOnce(ctx context.Context, id uint64, size uint32, index int
 		if testHookFetched != nil {
 			testHookFetched(s, key)
 		}
-		return fetched{b, gen, fromObjects}, nil
+		return fetchResult{b, gen, fromObjects}, nil
 	})
 	select {
 	case res := <-ch:
 		if res.Err != nil {
 			return nil, 0, fromObjects, res.Err
 		}
-		f := res.Val.(fetched)
+		f := res.Val.(fetchResult)
 		return f.b, f.gen, f.src, nil
 	case <-ctx.Done():
 		return nil, 0, fromObjects, fmt.Errorf("read block %s: %w", key, ctx.Err())
 	}
+}
+
+// findAtPeers looks for block key in the caches of the cache group when
+// object storage does not have it (getErr): a member's writeback may
+// have staged it, committed and not uploaded it yet. The block found is
+// cached here as if fetched.
+func (s *Store) findAtPeers(ctx context.Context, key string, want int, getErr error) (fetchResult, bool) {
+	// An owner serving a peer looks too: Find asks for cached blocks
+	// only, which no member fetches.
+	p := s.peers
+	if p == nil || !errors.Is(getErr, object.ErrNotFound) {
+		return fetchResult{}, false
+	}
+	b, gen := s.fetchBuf(want)
+	if !p.Find(ctx, key, b) {
+		s.dropFetchBuf(b)
+		return fetchResult{}, false
+	}
+	if s.fetched != nil {
+		s.mem.Put(key, b)
+	} else {
+		s.cache.Put(key, b)
+	}
+	return fetchResult{b, gen, fromPeer}, true
 }
 
 // cached returns block key from the caches when it has the expected

@@ -15,8 +15,9 @@ type CacheStats struct {
 	Disk cache.Stats
 	// MemoryHits and DiskHits count the block reads of applications
 	// (readahead and warmup aside) that the memory and the disk cache
-	// served; Misses those that waited for the object store.
-	MemoryHits, DiskHits, Misses uint64
+	// served; Misses those that waited for the object store, PeerHits
+	// those a member of the cache group served.
+	MemoryHits, DiskHits, Misses, PeerHits uint64
 	// BufferUsed is the bytes the write buffers of all open files hold;
 	// BufferSize is their limit (Config.BufferSize), beyond which
 	// writers push their slices out and wait.
@@ -27,7 +28,7 @@ type CacheStats struct {
 // Each is read atomically, but not all at one instant.
 func (s *Store) CacheStats() CacheStats {
 	st := CacheStats{Memory: s.mem.Stats(), BufferUsed: s.buffers.inUse(), BufferSize: s.buffers.limit,
-		MemoryHits: s.reads.memory.Load(), DiskHits: s.reads.disk.Load(), Misses: s.reads.objects.Load()}
+		MemoryHits: s.reads.memory.Load(), DiskHits: s.reads.disk.Load(), Misses: s.reads.objects.Load(), PeerHits: s.reads.peer.Load()}
 	if s.disk != nil {
 		st.Disk = s.disk.Stats()
 	}
@@ -37,7 +38,7 @@ func (s *Store) CacheStats() CacheStats {
 // readCounts count where block reads were served, one per read of a
 // block's bytes.
 type readCounts struct {
-	memory, disk, objects atomic.Uint64
+	memory, disk, objects, peer atomic.Uint64
 }
 
 func (r *readCounts) add(src source) {
@@ -46,6 +47,8 @@ func (r *readCounts) add(src source) {
 		r.memory.Add(1)
 	case fromDisk:
 		r.disk.Add(1)
+	case fromPeer:
+		r.peer.Add(1)
 	default:
 		r.objects.Add(1)
 	}

@@ -56,7 +56,9 @@ func (s *Store) CacheTiers() []string {
 }
 
 // Warm makes sure block b is in the local cache: the disk cache when the
-// Store has one, else the memory cache. It fetches the block from the
+// Store has one, else the memory cache. In a cache group, a block another
+// member owns is warmed there instead (reported as fetched), unless the
+// owner cannot, so that each block of the group is cached once. It fetches the block from the
 // object store unless a cache holds it already, and reports whether it
 // did. A block of a slice deleted meanwhile fails with an error wrapping
 // object.ErrNotFound.
@@ -70,6 +72,9 @@ func (s *Store) Warm(ctx context.Context, b BlockRef) (fetched bool, err error) 
 	inMem := s.inMemory(key, b.Len)
 	if s.disk == nil && inMem || s.disk != nil && s.onDisk(key) {
 		return false, nil
+	}
+	if p := s.peersFor(ctx); p != nil && p.Remote(key) && p.Warm(ctx, key) {
+		return true, nil // on its owner, where the group reads it
 	}
 	// s.block serves the block from memory or fetches it (joining a
 	// fetch under way), which fills the caches.
