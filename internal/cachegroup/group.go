@@ -75,6 +75,8 @@ type Group struct {
 	members []Member // sorted by ID, self included
 	ring    ring
 	down    map[string]time.Time // member ID: left out until
+	// refreshed is when refreshSoon last read the member list.
+	refreshed time.Time
 
 	stats     counters
 	stop      chan struct{}
@@ -287,26 +289,56 @@ func (g *Group) Warm(ctx context.Context, key string) bool {
 
 // Find looks for block key in the caches of the other members, for a
 // block object storage does not have yet (staged by a member's
-// writeback): it fills p and reports true when one has it.
+// writeback): it fills p and reports true when one has it. When a member
+// cannot be reached it reads the member list again (at most once a
+// second) and asks the members whose address changed: one restarted on
+// another port.
 func (g *Group) Find(ctx context.Context, key string, p []byte) bool {
 	g.mu.Lock()
 	ms := slices.Clone(g.members)
 	g.mu.Unlock()
-	for _, m := range ms {
-		if m.ID == g.conf.Self.ID {
-			continue
+	asked := map[string]string{} // ID: address asked
+	for round := 0; round < 2; round++ {
+		unreachable := false
+		for _, m := range ms {
+			if m.ID == g.conf.Self.ID || asked[m.ID] == m.Addr {
+				continue
+			}
+			asked[m.ID] = m.Addr
+			err := g.get(ctx, m.Addr, key, 0, p, true)
+			if err == nil {
+				g.stats.hits.Add(1)
+				g.stats.fetchedBytes.Add(uint64(len(p)))
+				return true
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			unreachable = unreachable || !errors.Is(err, errNotHeld)
 		}
-		err := g.get(ctx, m.Addr, key, 0, p, true)
-		if err == nil {
-			g.stats.hits.Add(1)
-			g.stats.fetchedBytes.Add(uint64(len(p)))
-			return true
-		}
-		if ctx.Err() != nil {
+		if !unreachable || !g.refreshSoon(ctx) {
 			return false
 		}
+		g.mu.Lock()
+		ms = slices.Clone(g.members)
+		g.mu.Unlock()
 	}
 	return false
+}
+
+// refreshSoon reads the member list again unless it was read less than a
+// second ago, and reports whether it did.
+func (g *Group) refreshSoon(ctx context.Context) bool {
+	now := g.conf.Now()
+	g.mu.Lock()
+	if now.Sub(g.refreshed) < time.Second {
+		g.mu.Unlock()
+		return false
+	}
+	g.refreshed = now
+	g.mu.Unlock()
+	g.refresh(ctx)
+	return true
 }
 
 // MemberStatus is one member as Stats shows it.

@@ -50,7 +50,9 @@ func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, of
 				v.add(p)
 				return nil
 			}
-		} else if s.conf.RangedReads {
+		} else if s.conf.RangedReads && s.peers == nil {
+			// (In a cache group, a block this member owns is
+			// fetched whole below: its peers will ask for it.)
 			rctx, cold := ctx, false
 			switch {
 			case s.conf.Prefetch > 0 && s.conf.PrefetchCold:

@@ -71,6 +71,7 @@ type mountOptions struct {
 	backupMeta     time.Duration
 	backupMetaMin  time.Duration // hidden: tests lower it
 	subdir         string
+	cacheGroup     volume.CacheGroupOptions
 }
 
 // minSessionHeartbeats is the shortest --session-timeout, in heartbeats.
@@ -212,6 +213,7 @@ bucket and run 'sluice load NEW-META-URL dump-....json.gz' (with
 	_ = fl.MarkHidden("backup-meta-min")
 	fl.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles over HTTP at this address (e.g. 127.0.0.1:6060)")
 	fl.StringVar(&o.subdir, "subdir", "", "mount only this directory of the volume (a path from its root) as the root: nothing outside it can be reached, by name, by '..' or by a file handle; symlinks pointing out of it resolve in the host's tree, as any symlink's target does")
+	o.addCacheGroupFlags(fl)
 	return cmd
 }
 
@@ -252,6 +254,9 @@ func (o *mountOptions) validate() error {
 	}
 	if o.cacheSize == 0 {
 		o.cacheDir = "memory"
+	}
+	if err := o.validateCacheGroup(); err != nil {
+		return err
 	}
 	if o.writeback && o.cacheDir == "memory" {
 		return fmt.Errorf("--writeback needs a --cache-dir on disk (and a --cache-size above 0)")
@@ -462,6 +467,7 @@ const statahead = time.Second
 func (o *mountOptions) volumeOptions(mp string, log *slog.Logger) volume.Options {
 	opts := volumeOptions(volume.FileSystem, log, o.metaTimeout)
 	opts.Subdir = o.subdir
+	opts.CacheGroup = o.cacheGroup
 	opts.WrapBucket = faultHook(log)
 	opts.Objects = volume.ObjectOptions{
 		MaxDownloads:  o.maxDownloads,

@@ -105,6 +105,7 @@ volume's metadata (which takes a while on a big one) to add:
 				}
 				out.Sessions = append(out.Sessions, newSessionStatus(s, d, paths))
 			}
+			setShares(out.Sessions, time.Now(), 3*meta.DefaultHeartbeat+5*time.Second)
 			if more {
 				prog := newProgress()
 				r, err := meta.SpaceUsage(ctx, v.Store(), meta.SpaceOptions{
@@ -157,9 +158,44 @@ type sessionStatus struct {
 	OpenFiles      int
 	SustainedCount int
 	LockCount      int
-	Open           []openFile      `json:",omitempty"`
-	Sustained      []sustainedFile `json:",omitempty"`
-	Locks          []lockStatus    `json:",omitempty"`
+	// CacheGroup is the mount as a member of a cache group, and
+	// Figures what it published at its last heartbeat.
+	CacheGroup *cacheGroupMember `json:",omitempty"`
+	Figures    map[string]uint64 `json:",omitempty"`
+	Open       []openFile        `json:",omitempty"`
+	Sustained  []sustainedFile   `json:",omitempty"`
+	Locks      []lockStatus      `json:",omitempty"`
+}
+
+// cacheGroupMember is a session's "CacheGroup": the mount as a member of
+// a cache group. Share is its part of the group's blocks among the live
+// sessions of the group (setShares).
+type cacheGroupMember struct {
+	Name   string
+	ID     string
+	Addr   string
+	Weight int
+	Share  float64
+}
+
+// setShares fills in the Share of every member of a cache group among
+// ss, counting the members whose heartbeat is at most live old.
+func setShares(ss []sessionStatus, now time.Time, live time.Duration) {
+	total := map[string]int{}
+	alive := func(s sessionStatus) bool {
+		hb, err := time.Parse(time.RFC3339, s.Heartbeat)
+		return err == nil && meta.SessionLive(hb, now, live)
+	}
+	for _, s := range ss {
+		if s.CacheGroup != nil && alive(s) {
+			total[s.CacheGroup.Name] += s.CacheGroup.Weight
+		}
+	}
+	for _, s := range ss {
+		if g := s.CacheGroup; g != nil && alive(s) && total[g.Name] > 0 {
+			g.Share = float64(g.Weight) / float64(total[g.Name])
+		}
+	}
 }
 
 // openFile is one element of a session's "Open" array.
@@ -202,6 +238,10 @@ func newSessionStatus(s meta.SessionStatus, d *meta.SessionDetail, paths map[met
 		Heartbeat: s.Heartbeat.UTC().Format(time.RFC3339), OpenFiles: s.OpenFiles, SustainedCount: d.SustainedCount, LockCount: d.LockCount}
 	for _, ino := range s.Open {
 		out.Open = append(out.Open, openFile{Inode: ino, Path: paths[ino]})
+	}
+	out.Figures = s.Figures
+	if s.CacheGroup != "" {
+		out.CacheGroup = &cacheGroupMember{Name: s.CacheGroup, ID: s.CacheID, Addr: s.CacheAddr, Weight: s.CacheWeight}
 	}
 	for _, f := range d.Sustained {
 		out.Sustained = append(out.Sustained, sustainedFile{Inode: f.Ino, Length: f.Length, Path: f.Path})

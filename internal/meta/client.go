@@ -98,6 +98,9 @@ type Config struct {
 	OpTimeout time.Duration
 	// SessionInfo describes the mount for `sluice status`.
 	SessionInfo SessionInfo
+	// Figures, when set, gives the figures each heartbeat publishes in
+	// SessionInfo.Figures (a cache group's hits and bytes served).
+	Figures func() map[string]uint64
 	// DirAttrReuse is how long GetAttr of a directory whose entries this
 	// client changed answers from the attributes the change committed,
 	// without a round trip (see recentDirs); keep it at most the kernel's
@@ -167,6 +170,15 @@ type SessionInfo struct {
 	// write at every open and close.
 	OpenFiles int   `json:",omitempty"`
 	Open      []Ino `json:",omitempty"`
+	// CacheGroup names the cache group the mount is a member of, and
+	// CacheID, CacheAddr and CacheWeight describe it as a member
+	// (package cachegroup): its peers find it here.
+	CacheGroup  string `json:",omitempty"`
+	CacheID     string `json:",omitempty"`
+	CacheAddr   string `json:",omitempty"`
+	CacheWeight int    `json:",omitempty"`
+	// Figures are what Config.Figures gave at the last heartbeat.
+	Figures map[string]uint64 `json:",omitempty"`
 }
 
 // OpenListed bounds the open files a session record lists.

@@ -17,6 +17,10 @@ import (
 // every mount within a heartbeat.
 func (c *Client) heartbeat(ctx context.Context) error {
 	n, open := c.openFiles()
+	var figures map[string]uint64
+	if c.conf.Figures != nil {
+		figures = c.conf.Figures()
+	}
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		ss, err := tx.Sessions()
 		if err != nil {
@@ -30,6 +34,9 @@ func (c *Client) heartbeat(ctx context.Context) error {
 			var rec sessionRecord
 			if json.Unmarshal(s.Info, &rec) == nil {
 				rec.OpenFiles, rec.Open = n, open
+				if figures != nil {
+					rec.Figures = figures
+				}
 				if b, err := json.Marshal(rec); err == nil {
 					s.Info = b
 				}

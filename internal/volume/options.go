@@ -94,6 +94,10 @@ type Options struct {
 	// Meta.ReadOnly, a Compactor; Logger defaults to Options.Logger.
 	VFS vfs.Config
 
+	// CacheGroup makes the mount a member of a cache group (Level
+	// Client and above).
+	CacheGroup CacheGroupOptions
+
 	// Subdir, when set, makes the VFS serve that directory of the volume
 	// as its root (package subtree): nothing outside it can be reached
 	// through the VFS. A path from the volume's root.

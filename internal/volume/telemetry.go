@@ -67,6 +67,7 @@ func (v *Volume) registerMetrics() error {
 		gauge("sluice_used_inodes", "Inodes the volume's files use.",
 			func() float64 { return float64(v.usage().inodes) }),
 	}
+	cs = append(cs, newGroupCollector(v.group))
 	return t.Register(cs...)
 }
 
@@ -106,7 +107,7 @@ func newCacheCollector(stats func() chunk.CacheStats) *cacheCollector {
 	return &cacheCollector{
 		stats: stats,
 		hits: prometheus.NewDesc("sluice_blockcache_hits_total",
-			"Block reads of applications the block cache served, by tier (memory, disk).", tier, nil),
+			"Block reads of applications the block cache served, by tier (memory, disk; peer: a member of the cache group).", tier, nil),
 		misses: prometheus.NewDesc("sluice_blockcache_misses_total",
 			"Block reads of applications that waited for the object store.", nil, nil),
 		evictions: prometheus.NewDesc("sluice_blockcache_evictions_total",
@@ -144,6 +145,7 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(t.s.Bytes), t.name)
 		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(t.s.Blocks), t.name)
 	}
+	ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(st.PeerHits), "peer")
 	ch <- prometheus.MustNewConstMetric(c.bufUsed, prometheus.GaugeValue, float64(st.BufferUsed))
 	ch <- prometheus.MustNewConstMetric(c.bufSize, prometheus.GaugeValue, float64(st.BufferSize))
 }

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"strings"
@@ -35,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicefs/sluice/internal/cachegroup"
 	"github.com/sluicefs/sluice/internal/chunk"
 	"github.com/sluicefs/sluice/internal/compact"
 	"github.com/sluicefs/sluice/internal/control"
@@ -71,6 +73,10 @@ type Volume struct {
 	client  *meta.Session
 	remote  *remote.Client // the session's operations on the metadata server, when they run there
 	fs      *vfs.VFS
+	// group is the cache group the mount is a member of, serving its
+	// peers on groupListener; nil when none.
+	group         *cachegroup.Group
+	groupListener net.Listener
 
 	telemetry *telemetry.Mount // Level FileSystem
 	usageMu   sync.Mutex
@@ -130,9 +136,13 @@ func Open(ctx context.Context, metaURL string, opts Options) (v *Volume, err err
 			onChange(f)
 		}
 	}
+	if err := v.openCacheGroup(&opts, &mconf); err != nil {
+		return v, err
+	}
 	if v.client, err = meta.NewSession(ctx, v.st, mconf); err != nil {
 		return v, err
 	}
+	v.startCacheGroup(ctx)
 	if !mconf.ReadOnly {
 		v.chunks.TrackSyncs(v.client.Synced)
 	}
@@ -341,6 +351,11 @@ func (v *Volume) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("sync stored blocks: %w", err))
 		}
 	}
+	if v.group != nil {
+		v.group.Close() // nothing it serves or fetches can fail the volume
+	} else if v.groupListener != nil {
+		v.groupListener.Close()
+	}
 	if v.remote != nil {
 		if err := v.remote.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close metadata server session: %w", err))
@@ -361,7 +376,7 @@ func (v *Volume) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close metadata engine: %w", err))
 		}
 	}
-	v.fs, v.remote, v.client, v.chunks, v.st = nil, nil, nil, nil, nil
+	v.fs, v.remote, v.client, v.chunks, v.st, v.group = nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 
