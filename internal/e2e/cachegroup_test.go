@@ -170,6 +170,24 @@ func TestCacheGroup(t *testing.T) {
 		t.Errorf("peers served %.0f reads; the 3 members read %.0f blocks each", peerHits, blocks)
 	}
 
+	t.Run("warmup fills the group once", func(t *testing.T) {
+		set3 := writeSet(t, ms[2].mnt, "set3", 8, size, 4000)
+		before := objectGets(t, ms)
+		mustSluice(t, "warmup", filepath.Join(ms[1].mnt, "set3"))
+		warmed := objectGets(t, ms) - before
+		if want := float64(8 * size / (4 << 20)); warmed < want || warmed > 1.1*want {
+			t.Errorf("warmup of %.0f blocks sent %.0f GETs; want each block fetched once, by its owner", want, warmed)
+		}
+		for _, m := range ms {
+			if err := readSet(m.mnt, set3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := objectGets(t, ms) - before - warmed; got != 0 {
+			t.Errorf("reads after the warmup sent %.0f GETs, want none", got)
+		}
+	})
+
 	t.Run("member killed", func(t *testing.T) {
 		set2 := writeSet(t, ms[1].mnt, "set2", 16, size, 2000)
 		var wg sync.WaitGroup
