@@ -76,7 +76,7 @@ func (g *Group) get(ctx context.Context, addr, key string, off int, p []byte, ca
 		}
 	}
 	sum, err := strconv.ParseUint(resp.Header.Get(sumHeader), 16, 32)
-	if err != nil || uint32(sum) != crc32.Checksum(p, castagnoli) {
+	if err != nil || uint32(sum) != crc32.ChecksumIEEE(p) {
 		g.stats.corrupt.Add(1)
 		return fmt.Errorf("cache group: %s sent %s with a bad checksum", addr, key)
 	}

@@ -26,7 +26,7 @@
 // that refuses a connection, does not answer within Config.Timeout, or
 // answers badly is marked down for Config.DownFor, and the read goes to
 // object storage at once; the blocks a down member owned go to the
-// others meanwhile. Every reply carries a CRC32C of its bytes, checked
+// others meanwhile. Every reply carries a CRC-32 of its bytes, checked
 // before they are used; a reply that fails the check is dropped and read
 // from object storage instead.
 //

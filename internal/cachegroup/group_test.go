@@ -70,17 +70,23 @@ type slice struct {
 
 // newCluster starts n members with key, and writes slices of data
 // through a store that is no member (so no member has them cached).
-func newCluster(t *testing.T, n int, key []byte, seal bool, slices int) (*cluster, []slice) {
+func newCluster(t testing.TB, n int, key []byte, seal bool, slices int) (*cluster, []slice) {
+	return newClusterWith(t, n, key, seal, slices, 0, blockSize)
+}
+
+// newClusterWith is newCluster with members whose memory caches hold
+// memSize bytes (0: the default), and blocks of bs bytes.
+func newClusterWith(t testing.TB, n int, key []byte, seal bool, slices int, memSize int64, bs int) (*cluster, []slice) {
 	t.Helper()
 	c := &cluster{bucket: &counting{Store: mem.New("test"), gets: map[string]int{}}}
-	writer, err := chunk.Open(c.bucket, chunk.Config{BlockSize: blockSize})
+	writer, err := chunk.Open(c.bucket, chunk.Config{BlockSize: bs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var ss []slice
 	for i := range slices {
-		s := slice{id: uint64(100 + i), data: make([]byte, 3*blockSize+blockSize/3)}
+		s := slice{id: uint64(100 + i), data: make([]byte, 3*bs+bs/3)}
 		for j := range s.data {
 			s.data[j] = byte(rng.Uint32())
 		}
@@ -97,7 +103,7 @@ func newCluster(t *testing.T, n int, key []byte, seal bool, slices int) (*cluste
 	var lns []net.Listener
 	for i := range n {
 		m := &member{dir: t.TempDir()}
-		m.store, err = chunk.Open(c.bucket, chunk.Config{BlockSize: blockSize, CacheDirs: []string{m.dir}, VolumeUUID: "vol", MaxReadahead: 4 * blockSize})
+		m.store, err = chunk.Open(c.bucket, chunk.Config{BlockSize: bs, CacheDirs: []string{m.dir}, VolumeUUID: "vol", MaxReadahead: 4 * int64(bs), MemoryCacheSize: memSize})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +136,7 @@ func newCluster(t *testing.T, n int, key []byte, seal bool, slices int) (*cluste
 }
 
 // start serves the member's peers on ln, through m.wrap when set.
-func (m *member) start(t *testing.T, ln net.Listener) {
+func (m *member) start(t testing.TB, ln net.Listener) {
 	t.Helper()
 	m.group.Start(context.Background(), ln)
 	if m.wrap != nil {
