@@ -2,6 +2,7 @@ package cachegroup
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,7 +26,7 @@ func (g *Group) get(ctx context.Context, addr, key string, off int, p []byte, ca
 	if cachedOnly {
 		q.Set("cached", "1")
 	}
-	u := url.URL{Scheme: "http", Host: addr, Path: blockPath, RawQuery: q.Encode()}
+	u := url.URL{Scheme: g.scheme, Host: addr, Path: blockPath, RawQuery: q.Encode()}
 	ctx, cancel := context.WithTimeout(ctx, g.conf.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -84,9 +85,11 @@ func (g *Group) get(ctx context.Context, addr, key string, off int, p []byte, ca
 }
 
 // newTransport returns the HTTP client of a member: kept-alive
-// connections to each peer, several at once for concurrent reads.
-func newTransport() *http.Client {
+// connections to each peer, several at once for concurrent reads, over
+// TLS with tc when it is not nil.
+func newTransport(tc *tls.Config) *http.Client {
 	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     tc,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 32,
 		IdleConnTimeout:     90 * time.Second,

@@ -3,6 +3,7 @@ package cachegroup
 import (
 	"context"
 	"crypto/cipher"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,10 @@ type Config struct {
 	Key []byte
 	// Seal seals replies (AES-256-GCM); every member must agree.
 	Seal bool
+	// TLS serves and asks over TLS 1.3, each side proving it holds the
+	// group's key with a certificate derived from it (see groupCert);
+	// every member must agree.
+	TLS bool
 	// Members lists the live members of the group, this one included
 	// or not (it always counts). Called every Refresh.
 	Members func(ctx context.Context) ([]Member, error)
@@ -67,6 +72,8 @@ type Group struct {
 	log    *slog.Logger
 	signer signer
 	sealer cipher.AEAD // nil when replies are not sealed
+	tls    *tls.Config // the server side's, nil without TLS
+	scheme string      // of peers' URLs: http or https
 	http   *http.Client
 	blocks Blocks
 	srv    *http.Server
@@ -99,7 +106,16 @@ func New(conf Config, blocks Blocks) (*Group, error) {
 		return nil, errors.New("cache group: a name, a key and this member's ID are needed")
 	}
 	g := &Group{conf: conf, log: conf.Logger.With("cache-group", conf.Name), signer: newSigner(conf.Key),
-		http: newTransport(), blocks: blocks, down: map[string]time.Time{}, stop: make(chan struct{})}
+		blocks: blocks, down: map[string]time.Time{}, stop: make(chan struct{}), scheme: "http"}
+	var client *tls.Config
+	if conf.TLS {
+		var err error
+		if g.tls, client, err = tlsConfigs(conf.Key); err != nil {
+			return nil, err
+		}
+		g.scheme = "https"
+	}
+	g.http = newTransport(client)
 	if conf.Seal {
 		var err error
 		if g.sealer, err = newSealer(conf.Key); err != nil {
@@ -115,6 +131,9 @@ func New(conf Config, blocks Blocks) (*Group, error) {
 func (g *Group) Start(ctx context.Context, ln net.Listener) {
 	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	if g.tls != nil {
+		ln = tls.NewListener(ln, g.tls)
+	}
 	g.done.Add(2)
 	go func() {
 		defer g.done.Done()

@@ -3,6 +3,7 @@ package cachegroup
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -74,6 +75,9 @@ func newCluster(t testing.TB, n int, key []byte, seal bool, slices int) (*cluste
 	return newClusterWith(t, n, key, seal, slices, 0, blockSize)
 }
 
+// useTLS makes the members newCluster starts use TLS (set by a test).
+var useTLS bool
+
 // newClusterWith is newCluster with members whose memory caches hold
 // memSize bytes (0: the default), and blocks of bs bytes.
 func newClusterWith(t testing.TB, n int, key []byte, seal bool, slices int, memSize int64, bs int) (*cluster, []slice) {
@@ -114,7 +118,7 @@ func newClusterWith(t testing.TB, n int, key []byte, seal bool, slices int, memS
 		lns = append(lns, ln)
 		self := Member{ID: fmt.Sprintf("m%d", i), Addr: ln.Addr().String(), Weight: 1}
 		list = append(list, self)
-		m.group, err = New(Config{Name: "g", Self: self, Key: key, Seal: seal, Timeout: time.Second,
+		m.group, err = New(Config{Name: "g", Self: self, Key: key, Seal: seal, TLS: useTLS, Timeout: time.Second,
 			Members: func(context.Context) ([]Member, error) { return *c.list.Load(), nil }}, m.store)
 		if err != nil {
 			t.Fatal(err)
@@ -180,8 +184,11 @@ func TestEachBlockFetchedOnce(t *testing.T) {
 		{"whole blocks", false, blockSize},
 		{"4KiB reads", false, 4 << 10},
 		{"sealed", true, 256 << 10},
+		{"tls", false, 256 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			useTLS = tc.name == "tls"
+			defer func() { useTLS = false }()
 			c, ss := newCluster(t, 3, testKey, tc.seal, 4)
 			before := c.bucket.total()
 			var wg sync.WaitGroup
@@ -465,5 +472,36 @@ func TestDeriveKey(t *testing.T) {
 	}
 	if !bytes.Equal(base, DeriveKey("u", "s", "e", "g")) {
 		t.Error("the same settings derive different keys")
+	}
+}
+
+// TestTLSRefusesStrangers checks that a member serving over TLS refuses
+// a connection from a host without the group's certificate, and one
+// whose certificate comes from another key.
+func TestTLSRefusesStrangers(t *testing.T) {
+	useTLS = true
+	c, ss := newCluster(t, 2, testKey, false, 1)
+	useTLS = false
+	addr := c.members[0].group.conf.Self.Addr
+	key := chunk.BlockKey(ss[0].id, 0, blockSize, false)
+	_, other, err := tlsConfigs(DeriveKey("uuid", "other", "", "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]*tls.Config{
+		"no certificate": {InsecureSkipVerify: true},
+		"another key":    other,
+	} {
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+		resp, err := client.Get("https://" + addr + "/block?key=" + key + "&off=0&len=4096")
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("%s: connected and got %s", name, resp.Status)
+		}
+	}
+	// Members with the key read from each other.
+	readAll(t, c.members[1].store, ss, 64<<10)
+	if c.members[1].group.Stats().Hits == 0 && c.members[0].group.Stats().Hits == 0 {
+		t.Error("no member read from the other over TLS")
 	}
 }

@@ -17,6 +17,7 @@ func (o *mountOptions) addCacheGroupFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&g.Weight, "cache-group-weight", 1, "this member's share of the group's blocks, relative to the others' (e.g. its cache size in GiB)")
 	fl.BoolVar(&g.NoSharing, "no-sharing", false, "read from the cache group without holding a share of its blocks (a host with a small disk)")
 	fl.BoolVar(&g.Seal, "cache-group-seal", false, "encrypt and authenticate the blocks peers send each other (always on for an encrypted volume); every member must agree")
+	fl.BoolVar(&g.TLS, "cache-group-tls", false, "talk to peers over TLS 1.3, with a certificate every member derives from the volume's credentials (none to hand out); every member must agree")
 }
 
 // cacheGroupName is what a cache group may be called.
@@ -26,8 +27,8 @@ var cacheGroupName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 func (o *mountOptions) validateCacheGroup() error {
 	g := &o.cacheGroup
 	if g.Name == "" {
-		if g.Listen != "" || g.NoSharing || g.Seal {
-			return fmt.Errorf("--cache-group-listen, --no-sharing and --cache-group-seal need --cache-group NAME")
+		if g.Listen != "" || g.NoSharing || g.Seal || g.TLS {
+			return fmt.Errorf("--cache-group-listen, --no-sharing, --cache-group-seal and --cache-group-tls need --cache-group NAME")
 		}
 		return nil
 	}

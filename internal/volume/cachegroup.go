@@ -31,6 +31,9 @@ type CacheGroupOptions struct {
 	// Seal seals the blocks peers send (AES-256-GCM under a key derived
 	// from the volume's settings). Always on for an encrypted volume.
 	Seal bool
+	// TLS talks to peers over TLS 1.3 with a certificate derived from
+	// the same key.
+	TLS bool
 }
 
 // memberLiveFor is how long after its last heartbeat a session still
@@ -82,6 +85,7 @@ func (v *Volume) openCacheGroup(opts *Options, mconf *meta.Config) error {
 		Self:   self,
 		Key:    cachegroup.DeriveKey(f.UUID, f.SecretKey, f.EncryptKey, o.Name),
 		Seal:   o.Seal || f.EncryptKey != "",
+		TLS:    o.TLS,
 		Logger: opts.logger(),
 		Members: func(ctx context.Context) ([]cachegroup.Member, error) {
 			ss, err := meta.Sessions(ctx, v.st)
