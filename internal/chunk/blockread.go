@@ -16,7 +16,8 @@ import (
 //     (readahead), which fills the caches;
 //   - the disk cache, reading and checking only the pages p covers;
 //   - in a cache group, the block's owner when another member owns it
-//     (the bytes of p, or the whole block as below);
+//     (the bytes of p when they are at most peerRangeMax, else the whole
+//     block as below);
 //   - with RangedReads, a ranged GET of just p from the object store,
 //     starting a background fetch of the whole block when Prefetch allows
 //     (with PrefetchCold, only when the GET had to read the disk), so
@@ -41,11 +42,15 @@ func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, of
 			return nil
 		}
 		if peers := s.peersFor(ctx); peers != nil && peers.Remote(key) {
-			// The owner serves just these bytes, from its cache or
-			// the block it fetches whole; a failure fetches the
-			// whole block below (from object storage, the owner
-			// being left out then).
-			if peers.Read(ctx, key, off, p) {
+			// A small read gets just its bytes from the owner,
+			// which serves them from its cache or the block it
+			// fetches whole. A larger one (a sequential reader's,
+			// most likely) gets the whole block below, which the
+			// reads after it and readahead share instead of asking
+			// for the block a second time. A failure fetches the
+			// whole block below too (from object storage, the
+			// owner being left out then).
+			if len(p) <= peerRangeMax && peers.Read(ctx, key, off, p) {
 				s.reads.add(fromPeer)
 				v.add(p)
 				return nil
@@ -79,6 +84,10 @@ func (s *Store) readBlock(ctx context.Context, id uint64, size uint32, index, of
 	give(p, b[off:off+len(p)], v)
 	return nil
 }
+
+// peerRangeMax is the largest read of part of a block that asks a cache
+// group peer for just its bytes.
+const peerRangeMax = 256 << 10
 
 // give hands the block bytes b to a read: as they are into v, or copied
 // into p when v is nil.
