@@ -16,8 +16,9 @@
 # reader, twice: with the page cache dropped first ("cold": the disk cache files come from the
 # disk, on both sides) and not ("warm": they come from the page cache), then does 2,000 random
 # 4 KiB preads at distinct offsets (POSIX_FADV_RANDOM) through each, with the page cache dropped,
-# reporting p50 and p99. The last line counts the GETs the group sent during the rounds (0
-# expected: every block is on owner).
+# reporting p50 and p99. Two lines follow: the GETs the group sent during the rounds (0 expected:
+# every block is on owner), and the bytes reader received from owner per byte it read (1.0: each
+# block crossed the network once per pass).
 #
 # Prints RESULT lines per round, then medians and the ratios reader/local.
 #
@@ -64,6 +65,9 @@ mount_one() { # mount_one NAME
     --metrics "127.0.0.1:${ports[$m]}" "${!f}" >/dev/null
 }
 declare -A ports=([local]=19571 [owner]=19572 [reader]=19573)
+metric() { # metric NAME SERIES: the value of a series of a mount's metrics
+  curl -s "http://127.0.0.1:${ports[$1]}/metrics" | awk -v s="$2" '$1 == s {printf "%d\n", $2}'
+}
 gets() { # gets NAME...: GETs the mounts sent to object storage
   local n=0 m v
   for m in "$@"; do
@@ -105,6 +109,7 @@ print("%.0f %.0f" % (lat[len(lat) // 2] / 1000, lat[len(lat) * 99 // 100] / 1000
 EOF
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 base=$(gets owner reader)
+fetched=$(metric reader sluice_cachegroup_fetched_bytes_total)
 for r in $(seq "$ROUNDS"); do
   for temp in cold warm; do
     for m in local reader; do
@@ -125,6 +130,9 @@ print(round(float(m.group(1)) * {"kB": 1e-3, "MB": 1, "GB": 1e3}[m.group(2)]))' 
   done
 done
 echo "RESULT gets-after-reads group=$(($(gets owner reader) - base))"
+# Bytes reader received from owner per byte of the file it read
+# sequentially (1.0: each block crossed once per pass).
+echo "RESULT peer-bytes-per-seq-byte $(python3 -c "print(round(($(metric reader sluice_cachegroup_fetched_bytes_total) - $fetched) / ($ROUNDS * 2 * $MIB * 1048576 + $ROUNDS * 2 * 2000 * 4096), 3))")"
 python3 - "$work/results" <<'EOF'
 import statistics, sys
 v = {}
