@@ -16,7 +16,9 @@
 # reader, twice: with the page cache dropped first ("cold": the disk cache files come from the
 # disk, on both sides) and not ("warm": they come from the page cache), then does 2,000 random
 # 4 KiB preads at distinct offsets (POSIX_FADV_RANDOM) through each, with the page cache dropped,
-# reporting p50 and p99. Two lines follow: the GETs the group sent during the rounds (0 expected:
+# reporting p50 and p99. Each sequential read also reports the CPU seconds per GiB of the mount
+# reading and of owner (from /proc/PID/stat): with every mount on one host, owner and reader share
+# its CPUs, which members on hosts of their own do not. Two lines follow: the GETs the group sent during the rounds (0 expected:
 # every block is on owner), and the bytes reader received from owner per byte it read (1.0: each
 # block crossed the network once per pass).
 #
@@ -24,6 +26,9 @@
 #
 # Environment:
 #   ROUNDS   rounds (default 3)
+#   PIN=1    pin owner to CPU 0, and local, reader and dd to CPU 1 (taskset): each side of the
+#            group gets a CPU of its own, as members on hosts of their own do, and the local
+#            baseline gets the one CPU reader has
 #   SLUICE   a sluice binary (default: built from ./cmd/sluice)
 #   TMPDIR   where mounts and caches go (default /tmp; removed at the end)
 set -euo pipefail
@@ -61,10 +66,20 @@ flags_reader=(--cache-group bench --cache-group-listen 127.0.0.1:0 --no-sharing)
 mount_one() { # mount_one NAME
   local m=$1 f="flags_$1[@]"
   mkdir -p "$work/$m"
-  "$bin" mount -d "$url" "$work/$m" --log "$work/$m.log" --cache-dir "$work/cache-$m" --cache-size 4096 \
-    --metrics "127.0.0.1:${ports[$m]}" "${!f}" >/dev/null
+  out=$("$bin" mount -d "$url" "$work/$m" --log "$work/$m.log" --cache-dir "$work/cache-$m" --cache-size 4096 \
+    --metrics "127.0.0.1:${ports[$m]}" "${!f}" 2>&1)
+  pids[$m]=$(sed -n 's/.*(pid \([0-9]*\).*/\1/p' <<<"$out")
+  if [ "${PIN:-}" = 1 ]; then
+    taskset -a -p -c "$([ "$m" = owner ] && echo 0 || echo 1)" "${pids[$m]}" >/dev/null
+  fi
 }
-declare -A ports=([local]=19571 [owner]=19572 [reader]=19573)
+run() { # run CMD...: CMD, on CPU 1 with PIN=1
+  if [ "${PIN:-}" = 1 ]; then taskset -c 1 "$@"; else "$@"; fi
+}
+declare -A ports=([local]=19571 [owner]=19572 [reader]=19573) pids=()
+cpu() { # cpu NAME: CPU seconds (user + system) the mount's process has used
+  awk -v hz="$(getconf CLK_TCK)" '{printf "%.3f\n", ($14 + $15) / hz}' "/proc/${pids[$1]}/stat"
+}
 metric() { # metric NAME SERIES: the value of a series of a mount's metrics
   curl -s "http://127.0.0.1:${ports[$1]}/metrics" | awk -v s="$2" '$1 == s {printf "%d\n", $2}'
 }
@@ -114,18 +129,23 @@ for r in $(seq "$ROUNDS"); do
   for temp in cold warm; do
     for m in local reader; do
       [ "$temp" = cold ] && drop
+      c0=$(cpu "$m") o0=$(cpu owner)
       # O_DIRECT: every read reaches the mount, whatever the page cache
       # holds of the file; dd prints its own unit, normalized to MB/s.
-      out=$(dd if="$work/$m/data" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1)
+      out=$(run dd if="$work/$m/data" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1)
+      c1=$(cpu "$m") o1=$(cpu owner)
       rate=$(python3 -c 'import re, sys
 m = re.search(r"([0-9.]+) ([kMG]B)/s", sys.argv[1])
 print(round(float(m.group(1)) * {"kB": 1e-3, "MB": 1, "GB": 1e3}[m.group(2)]))' "$out")
-      echo "RESULT round=$r seq-$temp $m MB/s=$rate" | tee -a "$work/results"
+      # CPU seconds per GiB read, of the reading mount and (for reader)
+      # of the owner serving it.
+      cpus=$(python3 -c "print('cpu-s/GiB=%.2f owner-cpu-s/GiB=%.2f' % (($c1 - $c0) * 1024 / $MIB, ($o1 - $o0) * 1024 / $MIB))")
+      echo "RESULT round=$r seq-$temp $m MB/s=$rate $cpus" | tee -a "$work/results"
     done
   done
   for m in local reader; do
     drop
-    read -r p50 p99 < <(python3 "$work/rand.py" "$work/$m/data" 2000)
+    read -r p50 p99 < <(run python3 "$work/rand.py" "$work/$m/data" 2000)
     echo "RESULT round=$r rand4k $m p50-us=$p50 p99-us=$p99" | tee -a "$work/results"
   done
 done
