@@ -2,24 +2,17 @@ package e2e
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	objall "github.com/sluicefs/sluice/internal/object/all"
-	"github.com/sluicefs/sluice/internal/testserver"
 )
 
 // cacheMember is one mount of TestCacheGroup: its mount point and the
@@ -122,19 +115,7 @@ func objectGets(t *testing.T, ms []*cacheMember) float64 {
 // read by the others before it is uploaded; a request without the
 // group's key gets nothing.
 func TestCacheGroup(t *testing.T) {
-	u, err := url.Parse(testserver.URL(t, testserver.S3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ak := u.User.Username()
-	sk, _ := u.User.Password()
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	bucket := u.Scheme + "://" + u.Host + "/sluice-group-" + hex.EncodeToString(rnd[:])
-	t.Setenv("ACCESS_KEY", "")
-	t.Setenv("SECRET_KEY", "")
-	v := newVolume(t, "--storage", "s3", "--bucket", bucket, "--access-key", ak, "--secret-key", sk)
-	t.Cleanup(func() { emptyBucket(t, bucket, ak, sk) })
+	v, _ := newS3Volume(t, "sluice-group-")
 
 	ms := []*cacheMember{{name: "a"}, {name: "b"}, {name: "c"}}
 	for _, m := range ms {
@@ -286,23 +267,5 @@ func waitMembers(t *testing.T, ms []*cacheMember, n float64) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-	}
-}
-
-// emptyBucket deletes every object of bucket.
-func emptyBucket(t *testing.T, bucket, ak, sk string) {
-	s, err := objall.Open("s3", bucket, objall.Options{AccessKey: ak, SecretKey: sk})
-	if err != nil {
-		t.Log(err)
-		return
-	}
-	ctx := context.Background()
-	all, err := s.List(ctx, "", "", 0)
-	if err != nil {
-		t.Log(err)
-		return
-	}
-	for _, info := range all {
-		s.Delete(ctx, info.Key)
 	}
 }

@@ -18,20 +18,8 @@ import (
 // exist yet), mounts it with the stored keys, and reads a multi-block file
 // back in a second mount process.
 func TestMountOnS3(t *testing.T) {
-	u, err := url.Parse(testserver.URL(t, testserver.S3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ak := u.User.Username()
-	sk, _ := u.User.Password()
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	bucket := u.Scheme + "://" + u.Host + "/sluice-e2e-" + hex.EncodeToString(rnd[:])
-	// The mount gets no keys from the environment: it must use the stored ones.
-	t.Setenv("ACCESS_KEY", "")
-	t.Setenv("SECRET_KEY", "")
-	v := newVolume(t, "--storage", "s3", "--bucket", bucket, "--access-key", ak, "--secret-key", sk, "--block-size", "1M")
-	if out := mustSluice(t, "status", v.metaURL); strings.Contains(out, sk) {
+	v, s3 := newS3Volume(t, "sluice-e2e-", "--block-size", "1M")
+	if out := mustSluice(t, "status", v.metaURL); strings.Contains(out, s3.secretKey) {
 		t.Errorf("status shows the secret key:\n%s", out)
 	}
 
@@ -52,21 +40,58 @@ func TestMountOnS3(t *testing.T) {
 	}
 	v.umount(t)
 
-	s, err := objall.Open("s3", bucket, objall.Options{AccessKey: ak, SecretKey: sk})
+	s, err := objall.Open("s3", s3.bucket, objall.Options{AccessKey: s3.accessKey, SecretKey: s3.secretKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	infos, err := s.List(ctx, "vol/chunks/", "", 0)
+	infos, err := s.List(context.Background(), "vol/chunks/", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(infos) < 6 {
 		t.Errorf("bucket holds %d blocks under vol/chunks/, want at least 6 for a 5 MiB file in 1 MiB blocks", len(infos))
 	}
-	all, err := s.List(ctx, "", "", 0)
+}
+
+// s3Bucket is a bucket of its own on the S3 test server.
+type s3Bucket struct {
+	bucket, accessKey, secretKey string
+}
+
+// newS3Volume formats a volume in a new bucket (named prefix and random
+// characters, created by the format) of the S3 test server, with the
+// server's keys stored in the volume's settings: mounts get no keys from
+// the environment. The bucket's objects are deleted when the test ends.
+func newS3Volume(t *testing.T, prefix string, formatArgs ...string) (*volume, s3Bucket) {
+	t.Helper()
+	u, err := url.Parse(testserver.URL(t, testserver.S3))
 	if err != nil {
 		t.Fatal(err)
+	}
+	b := s3Bucket{accessKey: u.User.Username()}
+	b.secretKey, _ = u.User.Password()
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	b.bucket = u.Scheme + "://" + u.Host + "/" + prefix + hex.EncodeToString(rnd[:])
+	t.Setenv("ACCESS_KEY", "")
+	t.Setenv("SECRET_KEY", "")
+	v := newVolume(t, append([]string{"--storage", "s3", "--bucket", b.bucket, "--access-key", b.accessKey, "--secret-key", b.secretKey}, formatArgs...)...)
+	t.Cleanup(func() { b.empty(t) })
+	return v, b
+}
+
+// empty deletes every object of the bucket.
+func (b s3Bucket) empty(t *testing.T) {
+	s, err := objall.Open("s3", b.bucket, objall.Options{AccessKey: b.accessKey, SecretKey: b.secretKey})
+	if err != nil {
+		t.Errorf("clean up: %v", err)
+		return
+	}
+	ctx := context.Background()
+	all, err := s.List(ctx, "", "", 0)
+	if err != nil {
+		t.Errorf("clean up: %v", err)
+		return
 	}
 	for _, info := range all {
 		if err := s.Delete(ctx, info.Key); err != nil {
