@@ -68,7 +68,9 @@ func (v *Volume) openCacheGroup(opts *Options, mconf *meta.Config) error {
 	if self.Weight <= 0 {
 		self.Weight = 1
 	}
-	if o.NoSharing {
+	if o.NoSharing || mconf.ReadOnly {
+		// A read-only mount registers no session, so its peers cannot
+		// find it: it reads from the group and owns nothing.
 		self.Weight = 0
 	}
 	host := mconf.SessionInfo.Host
