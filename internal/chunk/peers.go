@@ -37,6 +37,9 @@ type Peers interface {
 // Call it before the Store serves reads.
 func (s *Store) SetPeers(p Peers) { s.peers = p }
 
+// InGroup reports whether the Store reads through a cache group.
+func (s *Store) InGroup() bool { return s.peers != nil }
+
 type forPeerKey struct{}
 
 // peersFor returns s.peers unless ctx is a request a peer made.

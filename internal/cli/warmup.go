@@ -21,6 +21,7 @@ type warmupOptions struct {
 	list                     string
 	threads                  int
 	check, evict, background bool
+	cacheGroup               bool
 	json                     bool
 	batch                    int // paths per request; warmupBatch unless a test sets it
 }
@@ -39,6 +40,8 @@ func (o *warmupOptions) validate() error {
 		return fmt.Errorf("-p %d: must be from 1 to %d", o.threads, maxWarmupThreads)
 	case o.check && o.evict:
 		return errors.New("--check and --evict: choose one")
+	case o.cacheGroup && (o.check || o.evict):
+		return errors.New("--cache-group warms blocks on their owners: it does not go with --check or --evict, which see this member's caches only")
 	case o.background && o.check:
 		return errors.New("--check reports what is cached: it cannot run in the background")
 	}
@@ -81,6 +84,11 @@ blocks it writes only when they are shorter than a block (or all of them
 with --cache-large-write), never on file storage (they are local already)
 and never with --cache-partial-only, so fresh big files start uncached.
 
+On a member of a cache group (sluice mount --cache-group NAME), each block
+is warmed on its owner, so that a warmup from any one member fills the group
+with each block once (docs/cachegroup.md); --cache-group says so, and fails
+on a mount in no group. --check and --evict see this member's caches only.
+
 --check reports instead, per PATH and in total, how many bytes of the blocks
 are cached and what share that is. --evict drops the blocks from both
 caches (blocks staged for upload by --writeback stay). --background returns
@@ -109,6 +117,7 @@ may not list; the command then fails.`,
 	fl.BoolVar(&o.check, "check", false, "report how much of the blocks is cached instead of fetching them")
 	fl.BoolVar(&o.evict, "evict", false, "drop the blocks from the cache instead of fetching them")
 	fl.BoolVar(&o.background, "background", false, "return at once and let the mount do the work")
+	fl.BoolVar(&o.cacheGroup, "cache-group", false, "warm each block on its owner in the mount's cache group (what a member does anyway); fail on a mount in no group")
 	fl.BoolVar(&o.json, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -204,7 +213,7 @@ func runWarmup(ctx context.Context, out, errOut io.Writer, paths []string, o war
 // warmupBatchAt sends one request for targets to the mount at root; done
 // is what earlier requests did, for the progress line.
 func warmupBatchAt(ctx context.Context, root string, targets []warmupTarget, o warmupOptions, done control.Progress) (*control.WarmupResult, error) {
-	args := control.WarmupArgs{Mode: o.mode(), Threads: o.threads, Background: o.background}
+	args := control.WarmupArgs{Mode: o.mode(), Threads: o.threads, Background: o.background, CacheGroup: o.cacheGroup}
 	for _, t := range targets {
 		args.Inos = append(args.Inos, t.ino)
 		args.Paths = append(args.Paths, t.path)

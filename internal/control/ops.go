@@ -237,6 +237,10 @@ type WarmupArgs struct {
 	// Background returns at once and lets the mount do the work, which
 	// it logs when it ends.
 	Background bool `json:"background,omitempty"`
+	// CacheGroup asks for the blocks to be warmed on their owners in the
+	// mount's cache group (what a member does anyway), and fails on a
+	// mount in no group.
+	CacheGroup bool `json:"cache_group,omitempty"`
 }
 
 // WarmupTotals is what warmup found in a path: regular files, their

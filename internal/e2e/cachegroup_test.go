@@ -154,7 +154,7 @@ func TestCacheGroup(t *testing.T) {
 	t.Run("warmup fills the group once", func(t *testing.T) {
 		set3 := writeSet(t, ms[2].mnt, "set3", 8, size, 4000)
 		before := objectGets(t, ms)
-		mustSluice(t, "warmup", filepath.Join(ms[1].mnt, "set3"))
+		mustSluice(t, "warmup", "--cache-group", filepath.Join(ms[1].mnt, "set3"))
 		warmed := objectGets(t, ms) - before
 		if want := float64(8 * size / (4 << 20)); warmed < want || warmed > 1.1*want {
 			t.Errorf("warmup of %.0f blocks sent %.0f GETs; want each block fetched once, by its owner", want, warmed)

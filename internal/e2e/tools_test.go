@@ -205,6 +205,10 @@ func TestWarmupCheckEvict(t *testing.T) {
 		t.Errorf("warmup --check:\n%s\nwant:\n%s", out, want)
 	}
 
+	if r := sluice(t, "warmup", "--cache-group", v.path("data")); r.code == 0 || !strings.Contains(r.stderr, "no cache group") {
+		t.Errorf("warmup --cache-group on a mount in no group: exit %d, %s", r.code, r.stderr)
+	}
+
 	out = mustSluice(t, "warmup", "-p", "8", "-f", list)
 	if !strings.Contains(out, "warmed up 4 files") || !strings.Contains(out, "in the disk cache") {
 		t.Errorf("warmup output: %s", out)

@@ -37,6 +37,8 @@ func (t *tools) warmup(ctx context.Context, req control.Request, progress func(a
 		return nil, fmt.Errorf("warmup: %d paths for %d inodes: %w", len(args.Paths), len(args.Inos), syscall.EINVAL)
 	case args.Threads < 1 || args.Threads > maxWarmupThreads:
 		return nil, fmt.Errorf("warmup: %d threads, want 1 to %d: %w", args.Threads, maxWarmupThreads, syscall.EINVAL)
+	case args.CacheGroup && !t.cs.InGroup():
+		return nil, fmt.Errorf("warmup --cache-group: the mount is in no cache group (mount it with --cache-group NAME): %w", syscall.EINVAL)
 	}
 	r := &warmRun{t: t, args: args, root: meta.CredOf(ctx).IsRoot()}
 	if !args.Background {
