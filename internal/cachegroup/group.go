@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +31,9 @@ type Config struct {
 	// every member must agree.
 	TLS bool
 	// Members lists the live members of the group, this one included
-	// or not (it always counts). Called every Refresh.
+	// or not (it always counts); of entries with one ID (a member
+	// restarted before its old session expired) the first counts. Called
+	// every Refresh.
 	Members func(ctx context.Context) ([]Member, error)
 	// Refresh is how often the member list is read again (default 3s).
 	Refresh time.Duration
@@ -197,24 +200,26 @@ func (g *Group) setMembers(ms []Member) {
 			all = append(all, m)
 		}
 	}
-	slices.SortFunc(all, func(a, b Member) int {
-		if a.ID < b.ID {
-			return -1
-		}
-		if a.ID > b.ID {
-			return 1
-		}
-		return 0
-	})
+	// Stable: of two entries with one ID the first stays (Members lists
+	// the newest session of a restarted member first).
+	slices.SortStableFunc(all, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	all = slices.CompactFunc(all, func(a, b Member) bool { return a.ID == b.ID })
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !slices.Equal(all, g.members) {
-		if g.members != nil {
+	if old := g.members; !slices.Equal(all, old) {
+		if old != nil {
 			g.log.Info("cache group: members changed", "members", len(all))
 		}
 		g.members = all
 		g.ring = newRing(all)
+		// A member that left, or came back at another address, starts
+		// afresh.
+		for id := range g.down {
+			i := slices.IndexFunc(all, func(m Member) bool { return m.ID == id })
+			if i < 0 || !slices.Contains(old, all[i]) {
+				delete(g.down, id)
+			}
+		}
 	}
 }
 

@@ -505,3 +505,23 @@ func TestTLSRefusesStrangers(t *testing.T) {
 		t.Error("no member read from the other over TLS")
 	}
 }
+
+// TestRestartedMember checks that a member listed twice (its old session
+// and its new one) is reached where the first entry says, and that a
+// down mark of a member ends when it comes back at another address.
+func TestRestartedMember(t *testing.T) {
+	g, err := New(Config{Name: "g", Self: Member{ID: "self", Addr: "127.0.0.1:1", Weight: 0}, Key: testKey}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.setMembers([]Member{{ID: "peer", Addr: "127.0.0.1:2", Weight: 1}})
+	g.failed(Member{ID: "peer", Addr: "127.0.0.1:2"}, fmt.Errorf("refused"))
+	if g.Remote("chunks/0/0/1_0_4096") {
+		t.Fatal("a member left out still owns blocks")
+	}
+	g.setMembers([]Member{{ID: "peer", Addr: "127.0.0.1:3", Weight: 1}, {ID: "peer", Addr: "127.0.0.1:2", Weight: 1}})
+	m, ok := g.owner("chunks/0/0/1_0_4096")
+	if !ok || m.Addr != "127.0.0.1:3" {
+		t.Errorf("owner %+v (%v), want the peer at its new address", m, ok)
+	}
+}

@@ -1,10 +1,12 @@
 package volume
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,6 +96,9 @@ func (v *Volume) openCacheGroup(opts *Options, mconf *meta.Config) error {
 			if err != nil {
 				return nil, err
 			}
+			// Newest session first: a member restarted before its
+			// old session expired is where its new session says.
+			slices.SortFunc(ss, func(a, b meta.SessionStatus) int { return cmp.Compare(b.Sid, a.Sid) })
 			now := time.Now()
 			var ms []cachegroup.Member
 			for _, s := range ss {
