@@ -1,0 +1,111 @@
+package pathfs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sluicefs/sluice/internal/meta"
+)
+
+// TestMkdirAllRemoveReadDir checks the calls the S3 gateway makes of
+// paths: directories made as needed, entries listed in order, and
+// entries removed one by one.
+func TestMkdirAllRemoveReadDir(t *testing.T) {
+	ctx := context.Background()
+	f := newFS(t, meta.Cred{})
+	if err := f.MkdirAll(ctx, "/a/b/c", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.MkdirAll(ctx, "a/b", 0o755); err != nil {
+		t.Fatalf("MkdirAll of what exists: %v", err)
+	}
+	for _, n := range []string{"/a/z", "/a/m", "/a/b0"} {
+		write(t, f, n, n, os.O_WRONLY|os.O_CREATE)
+	}
+	if err := f.MkdirAll(ctx, "/a/z/x", 0o755); !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("MkdirAll under a file: %v", err)
+	}
+	list, err := f.ReadDir(ctx, "/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range list {
+		names = append(names, e.Name())
+	}
+	if want := "b b0 m z"; strings.Join(names, " ") != want {
+		t.Fatalf("ReadDir: %q, want %q", strings.Join(names, " "), want)
+	}
+	if _, err := f.ReadDir(ctx, "/a/z"); !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("ReadDir of a file: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"/a/b", syscall.ENOTEMPTY},
+		{"/a/nope", fs.ErrNotExist},
+		{"/a/z", nil},
+		{"/a/b/c", nil},
+		{"/a/b", nil},
+	} {
+		if err := f.Remove(ctx, c.name); !errors.Is(err, c.err) && !(c.err == nil && err == nil) {
+			t.Errorf("Remove(%s): %v, want %v", c.name, err, c.err)
+		}
+	}
+	if _, err := f.Stat(ctx, "/a/b"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after Remove: %v", err)
+	}
+}
+
+// TestCopyFrom checks that CopyFrom assembles a file of ranges of others,
+// as the gateway's CompleteMultipartUpload does.
+func TestCopyFrom(t *testing.T) {
+	ctx := context.Background()
+	f := newFS(t, meta.Cred{})
+	parts := [][]byte{bytes.Repeat([]byte("a"), 300<<10), bytes.Repeat([]byte("b"), 70<<10+3), []byte("tail")}
+	for i, p := range parts {
+		write(t, f, "/p"+string(rune('0'+i)), string(p), os.O_WRONLY|os.O_CREATE)
+	}
+	dst, err := f.OpenFile(ctx, "/whole", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64
+	for i, p := range parts {
+		src, err := f.OpenFile(ctx, "/p"+string(rune('0'+i)), os.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := dst.CopyFrom(src, 0, off, int64(len(p))+10) // past the end: fewer
+		if err != nil || n != int64(len(p)) {
+			t.Fatalf("CopyFrom part %d: %d, %v", i, n, err)
+		}
+		off += n
+		if err := src.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := f.OpenFile(ctx, "/whole", os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	got, err := io.ReadAll(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := bytes.Join(parts, nil); !bytes.Equal(got, want) {
+		t.Fatalf("assembled %d bytes, want %d equal ones", len(got), len(want))
+	}
+}
