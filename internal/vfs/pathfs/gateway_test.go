@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,5 +108,27 @@ func TestCopyFrom(t *testing.T) {
 	}
 	if want := bytes.Join(parts, nil); !bytes.Equal(got, want) {
 		t.Fatalf("assembled %d bytes, want %d equal ones", len(got), len(want))
+	}
+}
+
+// TestPathXattrs checks extended attributes by path.
+func TestPathXattrs(t *testing.T) {
+	ctx := context.Background()
+	f := newFS(t, meta.Cred{})
+	write(t, f, "/f", "x", os.O_WRONLY|os.O_CREATE)
+	if err := f.SetXattr(ctx, "/f", "user.k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := f.GetXattr(ctx, "f", "user.k"); err != nil || string(v) != "v" {
+		t.Fatalf("GetXattr: %q, %v", v, err)
+	}
+	if names, err := f.Xattrs(ctx, "/f"); err != nil || !slices.Contains(names, "user.k") {
+		t.Fatalf("Xattrs: %q, %v", names, err)
+	}
+	if _, err := f.GetXattr(ctx, "/f", "user.none"); !errors.Is(err, syscall.ENODATA) {
+		t.Fatalf("GetXattr of a missing one: %v", err)
+	}
+	if err := f.SetXattr(ctx, "/nope", "user.k", nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("SetXattr of a missing file: %v", err)
 	}
 }

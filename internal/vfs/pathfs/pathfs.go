@@ -572,3 +572,37 @@ func (h *File) CopyFrom(src *File, srcOff, dstOff, n int64) (int64, error) {
 	}
 	return total, nil
 }
+
+// GetXattr returns the value of the extended attribute attr of the file
+// name, without opening it.
+func (f *FS) GetXattr(ctx context.Context, name, attr string) ([]byte, error) {
+	ctx = f.ctx(ctx)
+	a, err := f.walk(ctx, split(name))
+	if err != nil {
+		return nil, pathErr("getxattr", name, err)
+	}
+	v, err := f.v.GetXattr(ctx, a.Ino, attr)
+	return v, pathErr("getxattr", name, err)
+}
+
+// SetXattr sets the extended attribute attr of the file name to value.
+func (f *FS) SetXattr(ctx context.Context, name, attr string, value []byte) error {
+	ctx = f.ctx(ctx)
+	a, err := f.walk(ctx, split(name))
+	if err != nil {
+		return pathErr("setxattr", name, err)
+	}
+	return pathErr("setxattr", name, f.v.SetXattr(ctx, a.Ino, attr, value, 0))
+}
+
+// Xattrs returns the names of the extended attributes of the file name,
+// without opening it.
+func (f *FS) Xattrs(ctx context.Context, name string) ([]string, error) {
+	ctx = f.ctx(ctx)
+	a, err := f.walk(ctx, split(name))
+	if err != nil {
+		return nil, pathErr("listxattr", name, err)
+	}
+	names, err := f.v.ListXattr(ctx, a.Ino)
+	return names, pathErr("listxattr", name, err)
+}
