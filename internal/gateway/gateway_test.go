@@ -566,7 +566,25 @@ func TestListing(t *testing.T) {
 	if len(prefixes) != 100 || prefixes[0] != "d00/" || prefixes[99] != "d99/" || strings.Join(got, ",") != "top" {
 		t.Fatalf("ListObjects with a delimiter: %d prefixes (%v…), keys %v", len(prefixes), prefixes[:min(3, len(prefixes))], got)
 	}
-	// A prefix and a delimiter: one directory's keys.
+	// A prefix that is a directory, in small pages of version 1.
+	got, marker = nil, ""
+	for {
+		res, err := e.core.ListObjects("bkt", "d42/", marker, "", 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res.Contents {
+			got = append(got, o.Key)
+		}
+		if !res.IsTruncated {
+			break
+		}
+		marker = res.NextMarker
+	}
+	if strings.Join(got, ",") != strings.Join(keys[4200:4300], ",") {
+		t.Fatalf("ListObjects under d42/: %d keys (%v…), want d42/f000…d42/f099", len(got), got[:min(3, len(got))])
+	}
+	// A prefix that is not a directory.
 	n := 0
 	for o := range e.s3.ListObjects(ctx, "bkt", minio.ListObjectsOptions{Prefix: "d42/f05", MaxKeys: 3}) {
 		if o.Err != nil {

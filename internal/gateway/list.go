@@ -23,7 +23,10 @@ type treeFS struct {
 	root string
 }
 
-var _ fs.ReadDirFS = treeFS{}
+var (
+	_ fs.ReadDirFS = treeFS{}
+	_ fs.StatFS    = treeFS{}
+)
 
 func (t treeFS) path(name string) string {
 	if name == "." {
@@ -32,9 +35,18 @@ func (t treeFS) path(name string) string {
 	return t.root + "/" + name
 }
 
-// Open is there for fs.FS; Walk reads directories with ReadDir.
+// Open is there for fs.FS; Walk reads directories with ReadDir and
+// looks at them with Stat.
 func (t treeFS) Open(name string) (fs.File, error) {
 	return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTSUP}
+}
+
+// Stat returns the attributes of name.
+func (t treeFS) Stat(name string) (fs.FileInfo, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
+	}
+	return t.fs.Stat(t.ctx, t.path(name))
 }
 
 // ReadDir returns the entries of the directory name, sorted.
