@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/vfs/pathfs"
 )
 
 // The extended attributes the gateway keeps of files and buckets.
@@ -47,12 +48,29 @@ func stampFor(fi fs.FileInfo) string {
 	return strconv.FormatInt(fi.Size(), 10) + " " + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
 }
 
-// etagOf returns the ETag of the file p, of attributes fi: the one the
-// gateway kept when it wrote it, if the file has not changed since;
-// otherwise one made of its inode, size and mtime, which changes when a
-// mount changes the file.
-func (b *Backend) etagOf(ctx context.Context, p string, fi fs.FileInfo) string {
-	if v, err := b.fs.GetXattr(ctx, p, xattrETag); err == nil {
+// attrReader reads the extended attributes of one file: an open
+// pathfs.File, or pathAttrs.
+type attrReader interface {
+	GetXattr(name string) ([]byte, error)
+	Xattrs() ([]string, error)
+}
+
+// pathAttrs reads the extended attributes of the file p.
+type pathAttrs struct {
+	ctx context.Context
+	fs  *pathfs.FS
+	p   string
+}
+
+func (a pathAttrs) GetXattr(name string) ([]byte, error) { return a.fs.GetXattr(a.ctx, a.p, name) }
+func (a pathAttrs) Xattrs() ([]string, error)            { return a.fs.Xattrs(a.ctx, a.p) }
+
+// etagOf returns the ETag of the file of attributes fi whose extended
+// attributes r reads: the one the gateway kept when it wrote it, if the
+// file has not changed since; otherwise one made of its inode, size and
+// mtime, which changes when a mount changes the file.
+func etagOf(r attrReader, fi fs.FileInfo) string {
+	if v, err := r.GetXattr(xattrETag); err == nil {
 		if etag, stamp, ok := strings.Cut(string(v), " "); ok && (stamp == stampFor(fi) || fi.IsDir()) {
 			return etag
 		}
@@ -100,10 +118,11 @@ func (b *Backend) setXattr(ctx context.Context, p, name, value string) error {
 	return err
 }
 
-// getMeta returns what setMeta kept of the file p.
-func (b *Backend) getMeta(ctx context.Context, p string) (objectMeta, error) {
+// getMeta returns what setMeta kept of the file whose attributes r
+// reads.
+func getMeta(r attrReader) (objectMeta, error) {
 	m := objectMeta{headers: map[string]string{}, user: map[string]string{}}
-	names, err := b.fs.Xattrs(ctx, p)
+	names, err := r.Xattrs()
 	if noXattrs(err) {
 		return m, nil
 	}
@@ -115,7 +134,7 @@ func (b *Backend) getMeta(ctx context.Context, p string) (objectMeta, error) {
 		if !ok || n == xattrETag || n == xattrACL {
 			continue
 		}
-		v, err := b.fs.GetXattr(ctx, p, n)
+		v, err := r.GetXattr(n)
 		if errors.Is(err, syscall.ENODATA) {
 			continue
 		}

@@ -24,6 +24,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,6 +46,20 @@ const sysDir = "/.s3gateway"
 type Backend struct {
 	backend.BackendUnsupported
 	fs *pathfs.FS
+	// acls holds the ACLs of buckets looked up in the last aclTTL, as
+	// aclEntry: versitygw asks for the bucket's ACL before every request
+	// on it.
+	acls sync.Map
+}
+
+// aclTTL is how long a bucket's ACL is kept, and so how long a bucket a
+// mount removed may still pass versitygw's check (the call itself then
+// finds the bucket gone).
+const aclTTL = time.Second
+
+type aclEntry struct {
+	acl []byte
+	at  time.Time
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -170,6 +185,7 @@ func (b *Backend) CreateBucket(ctx context.Context, in *s3.CreateBucketInput, ac
 	if err := checkBucket(bucket); err != nil {
 		return err
 	}
+	b.acls.Delete(bucket)
 	err := b.fs.Mkdir(ctx, bucketPath(bucket), 0o777)
 	if errors.Is(err, fs.ErrExist) {
 		return s3err.GetAPIError(s3err.ErrBucketAlreadyOwnedByYou)
@@ -191,6 +207,7 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 	if _, err := b.statBucket(ctx, bucket); err != nil {
 		return err
 	}
+	b.acls.Delete(bucket)
 	err := b.fs.Remove(ctx, bucketPath(bucket))
 	if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 		return s3err.GetAPIError(s3err.ErrBucketNotEmpty)
@@ -206,16 +223,21 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 // a directory a mount made: the root account owns it).
 func (b *Backend) GetBucketAcl(ctx context.Context, in *s3.GetBucketAclInput) ([]byte, error) {
 	bucket := deref(in.Bucket)
+	if e, ok := b.acls.Load(bucket); ok && time.Since(e.(aclEntry).at) < aclTTL {
+		return e.(aclEntry).acl, nil
+	}
 	if _, err := b.statBucket(ctx, bucket); err != nil {
+		b.acls.Delete(bucket)
 		return nil, err
 	}
 	acl, err := b.fs.GetXattr(ctx, bucketPath(bucket), xattrACL)
 	if errors.Is(err, syscall.ENODATA) || noXattrs(err) {
-		return nil, nil
+		acl, err = nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s acl: %w", bucket, s3Err(err))
 	}
+	b.acls.Store(bucket, aclEntry{acl: acl, at: time.Now()})
 	return acl, nil
 }
 
@@ -224,6 +246,7 @@ func (b *Backend) PutBucketAcl(ctx context.Context, bucket string, acl []byte) e
 	if _, err := b.statBucket(ctx, bucket); err != nil {
 		return err
 	}
+	b.acls.Delete(bucket)
 	if err := b.fs.SetXattr(ctx, bucketPath(bucket), xattrACL, acl); err != nil {
 		if noXattrs(err) {
 			return s3err.GetAPIError(s3err.ErrNotImplemented)

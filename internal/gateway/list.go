@@ -91,7 +91,7 @@ func (b *Backend) walk(ctx context.Context, bucket, prefix, delim, marker string
 		}
 		return s3response.Object{
 			Key:          ptr(p),
-			ETag:         ptr(b.etagOf(ctx, full, fi)),
+			ETag:         ptr(etagOf(pathAttrs{ctx: ctx, fs: b.fs, p: full}, fi)),
 			LastModified: ptr(fi.ModTime()),
 			Size:         ptr(size),
 			StorageClass: "STANDARD",

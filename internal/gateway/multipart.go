@@ -86,7 +86,11 @@ func (b *Backend) CreateMultipartUpload(ctx context.Context, in s3response.Creat
 	if err := b.fs.MkdirAll(ctx, uploadDir(id), 0o700); err != nil {
 		return s3response.InitiateMultipartUploadResult{}, fmt.Errorf("create upload: %w", s3Err(err))
 	}
-	if _, err := b.writeFile(ctx, uploadDir(id)+"/info", strings.NewReader(string(data))); err != nil {
+	tmp, _, err := b.writeTemp(ctx, uploadDir(id), strings.NewReader(string(data)), nil)
+	if err == nil {
+		err = b.fs.Rename(ctx, tmp, uploadDir(id)+"/info")
+	}
+	if err != nil {
 		b.fs.RemoveAll(context.WithoutCancel(ctx), uploadDir(id))
 		return s3response.InitiateMultipartUploadResult{}, fmt.Errorf("create upload: %w", s3Err(err))
 	}
@@ -165,16 +169,14 @@ func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.U
 	if n < 1 || n > 10000 {
 		return nil, s3err.GetAPIError(s3err.ErrInvalidPartNumberRange)
 	}
-	tmp := uploadDir(id) + "/" + tempName() + ".tmp"
 	body := in.Body
 	if body == nil {
 		body = strings.NewReader("")
 	}
-	sum, err := b.writeFile(ctx, tmp, body)
+	tmp, etag, err := b.writeTemp(ctx, uploadDir(id), body, nil)
 	if err != nil {
 		return nil, fmt.Errorf("upload part %d of %s: %w", n, id, s3Err(err))
 	}
-	etag := backend.GenerateEtag(sum)
 	old, _ := b.parts(ctx, id)
 	if err := b.fs.Rename(ctx, tmp, uploadDir(id)+"/"+partName(n, etag)); err != nil {
 		b.fs.Remove(context.WithoutCancel(ctx), tmp)
@@ -267,11 +269,11 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 	if err != nil {
 		return s3response.CompleteMultipartUploadResult{}, "", err
 	}
-	result := uploadDir(id) + "/" + tempName() + ".result"
-	if err := b.copyInto(ctx, result, srcs); err != nil {
-		return s3response.CompleteMultipartUploadResult{}, "", fmt.Errorf("complete upload %s: %w", id, s3Err(err))
+	result, _, err := b.copyInto(ctx, uploadDir(id), srcs, etag, objectMeta{headers: info.Headers, user: info.Metadata})
+	if err == nil {
+		err = b.place(ctx, result, bucket, key)
 	}
-	if _, err := b.install(ctx, result, bucket, key, etag, objectMeta{headers: info.Headers, user: info.Metadata}); err != nil {
+	if err != nil {
 		return s3response.CompleteMultipartUploadResult{}, "", fmt.Errorf("complete upload %s: %w", id, s3Err(err))
 	}
 	if err := b.fs.RemoveAll(ctx, uploadDir(id)); err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -51,33 +50,99 @@ func (b *Backend) statObject(ctx context.Context, bucket, key string) (fs.FileIn
 	return fi, nil
 }
 
-// tempPath returns the name of a new file of the gateway's own, and
-// makes its directory if it must.
-func (b *Backend) tempPath(ctx context.Context) (string, error) {
-	dir := sysDir + "/tmp"
-	if err := b.fs.MkdirAll(ctx, dir, 0o700); err != nil {
-		return "", fmt.Errorf("make %s: %w", dir, err)
+// tmpDir holds the files the gateway writes until they are whole.
+const tmpDir = sysDir + "/tmp"
+
+// createTemp creates a file of the gateway's own in dir, tmpDir when
+// dir is empty (made when missing), and returns it open for writing and
+// its name.
+func (b *Backend) createTemp(ctx context.Context, dir string) (*pathfs.File, string, error) {
+	if dir == "" {
+		dir = tmpDir
 	}
-	return dir + "/" + tempName(), nil
+	p := dir + "/" + tempName()
+	h, err := b.fs.OpenFile(ctx, p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if errors.Is(err, fs.ErrNotExist) && dir == tmpDir {
+		if err = b.fs.MkdirAll(ctx, dir, 0o700); err == nil {
+			h, err = b.fs.OpenFile(ctx, p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		}
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("create a file in %s: %w", dir, err)
+	}
+	return h, p, nil
 }
 
-// writeFile writes r to the new file p, committing it when it closes it,
-// and returns the MD5 of what it wrote.
-func (b *Backend) writeFile(ctx context.Context, p string, r io.Reader) (hash.Hash, error) {
-	h, err := b.fs.OpenFile(ctx, p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+// writeTemp writes r to a new file of the gateway's own in dir (see
+// createTemp) and returns its name and the MD5 of its bytes; finish, when
+// not nil, is given the file, still open, and its ETag, before it closes
+// it and so commits it.
+func (b *Backend) writeTemp(ctx context.Context, dir string, r io.Reader, finish func(h *pathfs.File, etag string) error) (string, string, error) {
+	h, p, err := b.createTemp(ctx, dir)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
 	sum := md5.New()
 	_, err = copyFull(io.MultiWriter(h, sum), r)
+	etag := backend.GenerateEtag(sum)
+	if err == nil && finish != nil {
+		err = finish(h, etag)
+	}
 	if cerr := h.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		b.fs.Remove(context.WithoutCancel(ctx), p)
+		return "", "", err
+	}
+	return p, etag, nil
+}
+
+// keep returns a finish function of writeTemp that keeps the ETag and m
+// as attributes of the file, and fi its attributes.
+func (b *Backend) keep(m objectMeta, fi *fs.FileInfo) func(h *pathfs.File, etag string) error {
+	return func(h *pathfs.File, etag string) error {
+		st, err := b.setAttrs(h, etag, m)
+		*fi = st
+		return err
+	}
+}
+
+// setAttrs keeps etag and m as attributes of h, a file the gateway
+// wrote and has not closed, and returns its attributes. It commits the
+// file first, which its close would do, so the ETag's stamp is of the
+// size and mtime the file keeps.
+func (b *Backend) setAttrs(h *pathfs.File, etag string, m objectMeta) (fs.FileInfo, error) {
+	if err := h.Flush(); err != nil {
 		return nil, err
 	}
-	return sum, nil
+	fi, err := h.Stat()
+	if err != nil {
+		return nil, err
+	}
+	set := func(name, value string) error {
+		if value == "" {
+			return nil
+		}
+		if err := h.SetXattr(name, []byte(value)); err != nil && !noXattrs(err) {
+			return err
+		}
+		return nil
+	}
+	if err := set(xattrETag, etag+" "+stampFor(fi)); err != nil {
+		return nil, err
+	}
+	for _, k := range sortedKeys(m.headers) {
+		if err := set(xattrPrefix+k, m.headers[k]); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range sortedKeys(m.user) {
+		if err := set(xattrMeta+strings.ToLower(k), m.user[k]); err != nil {
+			return nil, err
+		}
+	}
+	return fi, nil
 }
 
 // copyFull copies r to w in writes of ioSize but the last, whatever
@@ -102,38 +167,30 @@ func copyFull(w io.Writer, r io.Reader) (int64, error) {
 	}
 }
 
-// install finishes the file tmp the gateway wrote, as the object key of
-// bucket: it keeps its ETag and metadata, and renames it over the key,
-// making the directories above it as needed. A reader sees the old
-// object or the new one, whole.
-func (b *Backend) install(ctx context.Context, tmp, bucket, key, etag string, m objectMeta) (fs.FileInfo, error) {
-	fi, err := b.fs.Stat(ctx, tmp)
-	if err == nil {
-		err = b.setETag(ctx, tmp, etag, fi)
-	}
-	if err == nil {
-		err = b.setMeta(ctx, tmp, m)
-	}
-	if err == nil {
-		err = b.fs.MkdirAll(ctx, path.Dir(objectPath(bucket, key)), 0o777)
-		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-			err = s3err.GetAPIError(s3err.ErrObjectParentIsFile)
+// place renames tmp, a whole file the gateway wrote, over the object key
+// of bucket, and makes the directories above it as needed: a reader sees
+// the old object or the new one, whole.
+func (b *Backend) place(ctx context.Context, tmp, bucket, key string) error {
+	dst := objectPath(bucket, key)
+	err := b.fs.Rename(ctx, tmp, dst)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, err = b.statBucket(ctx, bucket); err == nil {
+			err = b.fs.MkdirAll(ctx, path.Dir(dst), 0o777)
+			if err == nil {
+				err = b.fs.Rename(ctx, tmp, dst)
+			}
 		}
 	}
-	if err == nil {
-		err = b.fs.Rename(ctx, tmp, objectPath(bucket, key))
-		switch {
-		case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
-			err = s3err.GetAPIError(s3err.ErrExistingObjectIsDirectory)
-		case errors.Is(err, syscall.ENOTDIR):
-			err = s3err.GetAPIError(s3err.ErrObjectParentIsFile)
-		}
+	switch {
+	case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, fs.ErrExist):
+		err = s3err.GetAPIError(s3err.ErrExistingObjectIsDirectory)
+	case errors.Is(err, syscall.ENOTDIR):
+		err = s3err.GetAPIError(s3err.ErrObjectParentIsFile)
 	}
 	if err != nil {
 		b.fs.Remove(context.WithoutCancel(ctx), tmp)
-		return nil, err
 	}
-	return fi, nil
+	return err
 }
 
 // putDir makes the directory object key (ending in a slash).
@@ -159,8 +216,10 @@ func (b *Backend) putDir(ctx context.Context, bucket, key string, m objectMeta) 
 // PutObject writes an object: a file under a temporary name, renamed
 // over the key when it is whole.
 func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (s3response.PutObjectOutput, error) {
+	// versitygw has looked the bucket up (its ACL) already; place makes
+	// sure it is still there.
 	bucket, key := deref(in.Bucket), deref(in.Key)
-	if _, err := b.statBucket(ctx, bucket); err != nil {
+	if err := checkBucket(bucket); err != nil {
 		return s3response.PutObjectOutput{}, err
 	}
 	if err := checkKey(key); err != nil {
@@ -183,20 +242,15 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 		}
 		return s3response.PutObjectOutput{ETag: emptyETag, Size: ptr(int64(0))}, nil
 	}
-	tmp, err := b.tempPath(ctx)
-	if err != nil {
-		return s3response.PutObjectOutput{}, s3Err(err)
-	}
 	body := in.Body
 	if body == nil {
 		body = strings.NewReader("")
 	}
-	sum, err := b.writeFile(ctx, tmp, body)
-	if err != nil {
-		return s3response.PutObjectOutput{}, fmt.Errorf("put %s/%s: %w", bucket, key, s3Err(err))
+	var fi fs.FileInfo
+	tmp, etag, err := b.writeTemp(ctx, "", body, b.keep(m, &fi))
+	if err == nil {
+		err = b.place(ctx, tmp, bucket, key)
 	}
-	etag := backend.GenerateEtag(sum)
-	fi, err := b.install(ctx, tmp, bucket, key, etag, m)
 	if err != nil {
 		return s3response.PutObjectOutput{}, fmt.Errorf("put %s/%s: %w", bucket, key, s3Err(err))
 	}
@@ -211,28 +265,76 @@ type objectHead struct {
 }
 
 // head returns what GetObject and HeadObject say of key, once the
-// preconditions hold.
-func (b *Backend) head(ctx context.Context, bucket, key string, pre backend.PreConditions) (*objectHead, error) {
-	fi, err := b.statObject(ctx, bucket, key)
+// preconditions hold. With open, it opens the file of key (not a
+// directory) and returns it too, and what it says is of that file: a
+// PUT of the key meanwhile changes neither.
+func (b *Backend) head(ctx context.Context, bucket, key string, pre backend.PreConditions, open bool) (*objectHead, *pathfs.File, error) {
+	var (
+		fi  fs.FileInfo
+		h   *pathfs.File
+		r   attrReader
+		err error
+	)
+	if open && !strings.HasSuffix(key, "/") {
+		if h, err = b.openObject(ctx, bucket, key); err != nil {
+			return nil, nil, err
+		}
+		if fi, err = h.Stat(); err != nil {
+			h.Close()
+			return nil, nil, fmt.Errorf("stat %s/%s: %w", bucket, key, s3Err(err))
+		}
+		r = h
+	} else {
+		if fi, err = b.statObject(ctx, bucket, key); err != nil {
+			return nil, nil, err
+		}
+		r = pathAttrs{ctx: ctx, fs: b.fs, p: objectPath(bucket, key)}
+	}
+	oh := &objectHead{fi: fi, etag: etagOf(r, fi)}
+	if err == nil {
+		err = backend.EvaluatePreconditions(oh.etag, fi.ModTime(), pre)
+	}
+	if err == nil {
+		if oh.meta, err = getMeta(r); err != nil {
+			err = fmt.Errorf("metadata of %s/%s: %w", bucket, key, s3Err(err))
+		}
+	}
 	if err != nil {
+		if h != nil {
+			h.Close()
+		}
+		return nil, nil, err
+	}
+	return oh, h, nil
+}
+
+// openObject opens the file of key for reading, or answers NoSuchKey.
+func (b *Backend) openObject(ctx context.Context, bucket, key string) (*pathfs.File, error) {
+	if _, err := b.statBucket(ctx, bucket); err != nil {
 		return nil, err
 	}
-	p := objectPath(bucket, key)
-	oh := &objectHead{fi: fi, etag: b.etagOf(ctx, p, fi)}
-	if err := backend.EvaluatePreconditions(oh.etag, fi.ModTime(), pre); err != nil {
+	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	if oh.meta, err = b.getMeta(ctx, p); err != nil {
-		return nil, fmt.Errorf("metadata of %s/%s: %w", bucket, key, s3Err(err))
+	h, err := b.fs.OpenFile(ctx, objectPath(bucket, key), os.O_RDONLY, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EINVAL):
+		return nil, s3err.GetAPIError(s3err.ErrNoSuchKey) // missing, or a symlink, a device: no object
+	case err != nil:
+		return nil, fmt.Errorf("open %s/%s: %w", bucket, key, s3Err(err))
 	}
-	return oh, nil
+	if fi, err := h.Stat(); err == nil && fi.IsDir() {
+		h.Close()
+		return nil, s3err.GetAPIError(s3err.ErrNoSuchKey)
+	}
+	return h, nil
 }
 
 // GetObject reads an object, or the range of it asked for.
 func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.GetObjectOutput, error) {
 	bucket, key := deref(in.Bucket), deref(in.Key)
-	oh, err := b.head(ctx, bucket, key, backend.PreConditions{
-		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince})
+	oh, h, err := b.head(ctx, bucket, key, backend.PreConditions{
+		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -241,24 +343,23 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 		size = 0
 	}
 	start, length, ranged, err := backend.ParseObjectRange(size, deref(in.Range))
-	if err != nil {
-		return nil, err
+	if err == nil && in.PartNumber != nil && *in.PartNumber > 1 {
+		err = s3err.GetInvalidPartNumberRangeErr(1, *in.PartNumber)
 	}
-	if in.PartNumber != nil && *in.PartNumber > 1 {
-		return nil, s3err.GetInvalidPartNumberRangeErr(1, *in.PartNumber)
+	if err != nil {
+		if h != nil {
+			h.Close()
+		}
+		return nil, err
 	}
 	out := oh.output(size)
 	out.ContentLength = ptr(length)
 	if ranged {
 		out.ContentRange = ptr(fmt.Sprintf("bytes %d-%d/%d", start, start+length-1, size))
 	}
-	if oh.fi.IsDir() || length == 0 {
+	if h == nil {
 		out.Body = io.NopCloser(strings.NewReader(""))
 		return out, nil
-	}
-	h, err := b.fs.OpenFile(ctx, objectPath(bucket, key), os.O_RDONLY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s/%s: %w", bucket, key, s3Err(err))
 	}
 	out.Body = &fileBody{r: io.NewSectionReader(h, start, length), f: h}
 	return out, nil
@@ -303,8 +404,8 @@ func (fb *fileBody) Close() error { return fb.f.Close() }
 // HeadObject returns what GetObject would, but the body.
 func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
 	bucket, key := deref(in.Bucket), deref(in.Key)
-	oh, err := b.head(ctx, bucket, key, backend.PreConditions{
-		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince})
+	oh, _, err := b.head(ctx, bucket, key, backend.PreConditions{
+		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -417,9 +518,9 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 		return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrNoSuchVersion)
 	}
 	dstBucket, dstKey := deref(in.Bucket), deref(in.Key)
-	src, err := b.head(ctx, srcBucket, srcKey, backend.PreConditions{
+	src, _, err := b.head(ctx, srcBucket, srcKey, backend.PreConditions{
 		IfMatch: in.CopySourceIfMatch, IfNoneMatch: in.CopySourceIfNoneMatch,
-		IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince})
+		IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince}, false)
 	if err != nil {
 		return s3response.CopyObjectOutput{}, err
 	}
@@ -450,27 +551,25 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 		}
 		return s3response.CopyObjectOutput{CopyObjectResult: &s3response.CopyObjectResult{ETag: ptr(emptyETag), LastModified: ptr(src.fi.ModTime())}}, nil
 	}
-	tmp, err := b.tempPath(ctx)
-	if err != nil {
-		return s3response.CopyObjectOutput{}, s3Err(err)
+	tmp, fi, err := b.copyInto(ctx, "", []string{objectPath(srcBucket, srcKey)}, src.etag, m)
+	if err == nil {
+		err = b.place(ctx, tmp, dstBucket, dstKey)
 	}
-	if err := b.copyInto(ctx, tmp, []string{objectPath(srcBucket, srcKey)}); err != nil {
-		return s3response.CopyObjectOutput{}, fmt.Errorf("copy %s/%s: %w", srcBucket, srcKey, s3Err(err))
-	}
-	fi, err := b.install(ctx, tmp, dstBucket, dstKey, src.etag, m)
 	if err != nil {
-		return s3response.CopyObjectOutput{}, fmt.Errorf("copy to %s/%s: %w", dstBucket, dstKey, s3Err(err))
+		return s3response.CopyObjectOutput{}, fmt.Errorf("copy %s/%s to %s/%s: %w", srcBucket, srcKey, dstBucket, dstKey, s3Err(err))
 	}
 	return s3response.CopyObjectOutput{CopyObjectResult: &s3response.CopyObjectResult{ETag: ptr(src.etag), LastModified: ptr(fi.ModTime())}}, nil
 }
 
-// copyInto writes the files srcs, one after the other, to the new file
-// dst: by copy_file_range, which shares their data where the volume can,
-// else by reading and writing them.
-func (b *Backend) copyInto(ctx context.Context, dst string, srcs []string) error {
-	out, err := b.fs.OpenFile(ctx, dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+// copyInto writes the files srcs, one after the other, to a new file
+// of the gateway's own in dir (see createTemp), of ETag etag and
+// metadata m: by copy_file_range, which shares their data where the
+// volume can, else by reading and writing them. It returns the file's
+// name and attributes.
+func (b *Backend) copyInto(ctx context.Context, dir string, srcs []string, etag string, m objectMeta) (string, fs.FileInfo, error) {
+	out, p, err := b.createTemp(ctx, dir)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	var off int64
 	for _, s := range srcs {
@@ -480,13 +579,18 @@ func (b *Backend) copyInto(ctx context.Context, dst string, srcs []string) error
 		}
 		off += n
 	}
+	var fi fs.FileInfo
+	if err == nil {
+		fi, err = b.setAttrs(out, etag, m)
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		b.fs.Remove(context.WithoutCancel(ctx), dst)
+		b.fs.Remove(context.WithoutCancel(ctx), p)
+		return "", nil, err
 	}
-	return err
+	return p, fi, nil
 }
 
 // appendFile writes the file src at off of out and returns its size.

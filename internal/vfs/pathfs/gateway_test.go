@@ -132,3 +132,37 @@ func TestPathXattrs(t *testing.T) {
 		t.Fatalf("SetXattr of a missing file: %v", err)
 	}
 }
+
+// TestFlush checks that Flush commits a file's writes, which another
+// client then sees, and that Close changes nothing after it.
+func TestFlush(t *testing.T) {
+	ctx := context.Background()
+	f := newFS(t, meta.Cred{})
+	h, err := f.OpenFile(ctx, "/f", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Write([]byte("flushed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := h.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, f, "/f"); got != "flushed" {
+		t.Fatalf("read after Flush: %q", got)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := f.Stat(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("Close after Flush changed the file: size %d→%d, mtime %v→%v", before.Size(), after.Size(), before.ModTime(), after.ModTime())
+	}
+}

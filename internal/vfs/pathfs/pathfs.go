@@ -387,6 +387,17 @@ func (h *File) Sync() error {
 	return pathErr("sync", h.name, h.fs.v.Fsync(h.ctx(), h.fh))
 }
 
+// Flush commits what was written, as Close does (close(2) on a mount),
+// but keeps the file open: other clients see the writes, and the file's
+// size and mtime stay as they are now until it is written again. Unlike
+// Sync, it does not wait for the blocks to be durable in storage.
+func (h *File) Flush() error {
+	if h.dir {
+		return nil
+	}
+	return pathErr("flush", h.name, h.fs.v.Flush(h.ctx(), h.fh, 0))
+}
+
 // Close commits what was written (as close(2) on a mount) and releases
 // the handle.
 func (h *File) Close() error {
