@@ -5,11 +5,13 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -83,7 +85,7 @@ func (b *Backend) writeTemp(ctx context.Context, dir string, r io.Reader, finish
 		return "", "", err
 	}
 	sum := md5.New()
-	_, err = copyFull(io.MultiWriter(h, sum), r)
+	_, err = copyHashing(h, sum, r)
 	etag := backend.GenerateEtag(sum)
 	if err == nil && finish != nil {
 		err = finish(h, etag)
@@ -145,10 +147,56 @@ func (b *Backend) setAttrs(h *pathfs.File, etag string, m objectMeta) (fs.FileIn
 	return fi, nil
 }
 
+// bufs holds buffers of ioSize: a PUT would otherwise allocate (and
+// clear) two.
+var bufs = sync.Pool{New: func() any { return new([ioSize]byte) }}
+
+func getBuf() []byte  { return bufs.Get().(*[ioSize]byte)[:] }
+func putBuf(b []byte) { bufs.Put((*[ioSize]byte)(b)) }
+
+// copyHashing copies r to w as copyFull does, and writes it to sum too,
+// hashing each buffer as w takes it: the MD5 of an object costs about
+// as much as writing it.
+func copyHashing(w io.Writer, sum hash.Hash, r io.Reader) (int64, error) {
+	bufs := [2][]byte{getBuf(), getBuf()}
+	defer putBuf(bufs[0])
+	defer putBuf(bufs[1])
+	hashed := make(chan struct{}, 1)
+	hashed <- struct{}{}
+	var total int64
+	for i := 0; ; i++ {
+		buf := bufs[i%2]
+		n, err := io.ReadFull(r, buf)
+		<-hashed // the hash of the previous buffer is done: sum is free
+		if n > 0 {
+			go func(p []byte) {
+				sum.Write(p)
+				hashed <- struct{}{}
+			}(buf[:n])
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				<-hashed
+				return total, werr
+			}
+			total += int64(n)
+		} else {
+			hashed <- struct{}{}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			<-hashed
+			return total, nil
+		}
+		if err != nil {
+			<-hashed
+			return total, err
+		}
+	}
+}
+
 // copyFull copies r to w in writes of ioSize but the last, whatever
 // sizes r reads in.
 func copyFull(w io.Writer, r io.Reader) (int64, error) {
-	buf := make([]byte, ioSize)
+	buf := getBuf()
+	defer putBuf(buf)
 	var total int64
 	for {
 		n, err := io.ReadFull(r, buf)
@@ -396,7 +444,9 @@ func (fb *fileBody) Read(p []byte) (int, error) { return fb.r.Read(p) }
 // WriteTo writes the body to w in reads of ioSize, which readahead
 // serves best.
 func (fb *fileBody) WriteTo(w io.Writer) (int64, error) {
-	return io.CopyBuffer(w, struct{ io.Reader }{fb.r}, make([]byte, ioSize))
+	buf := getBuf()
+	defer putBuf(buf)
+	return io.CopyBuffer(w, struct{ io.Reader }{fb.r}, buf)
 }
 
 func (fb *fileBody) Close() error { return fb.f.Close() }
