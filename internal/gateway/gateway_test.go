@@ -490,6 +490,27 @@ func TestMultipart(t *testing.T) {
 	if got := e.get(t, "bkt", "manual", minio.GetObjectOptions{}); !bytes.Equal(got, append(data[:5<<20:5<<20], "tail"...)) {
 		t.Fatalf("assembled %d bytes, not the parts", len(got))
 	}
+	// Parts copied from ranges of objects (UploadPartCopy).
+	id, err = e.core.NewMultipartUpload(ctx, "bkt", "composed", minio.PutObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, err := e.core.CopyObjectPart(ctx, "bkt", "big/object", "bkt", "composed", id, 1, 10<<20, 6<<20, nil)
+	if err != nil {
+		t.Fatalf("UploadPartCopy: %v", err)
+	}
+	c2, err := e.core.CopyObjectPart(ctx, "bkt", "manual", "bkt", "composed", id, 2, 5<<20-3, 7, nil)
+	if err != nil {
+		t.Fatalf("UploadPartCopy: %v", err)
+	}
+	if _, err := e.core.CompleteMultipartUpload(ctx, "bkt", "composed", id, []minio.CompletePart{c1, c2}, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want2 := append(append([]byte{}, data[10<<20:16<<20]...), data[5<<20-3:5<<20]...)
+	want2 = append(want2, "tail"...)
+	if got := e.get(t, "bkt", "composed", minio.GetObjectOptions{}); !bytes.Equal(got, want2) {
+		t.Fatalf("assembled from copied parts: %d bytes, not the ranges copied", len(got))
+	}
 }
 
 // TestListing lists 10,000 keys in pages, with and without a delimiter,

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -186,6 +187,77 @@ func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.U
 		b.fs.Remove(ctx, uploadDir(id)+"/"+partName(n, p.ETag))
 	}
 	return &s3.UploadPartOutput{ETag: ptr(etag)}, nil
+}
+
+// UploadPartCopy makes a part of an upload of a range of an object, by
+// copy_file_range where the volume can: its data is shared, not read.
+// The part's ETag is not the MD5 of its bytes (which would have to be
+// read) but one of the source's ETag and the range.
+func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput) (s3response.CopyPartResult, error) {
+	bucket, key, id := deref(in.Bucket), deref(in.Key), deref(in.UploadId)
+	if _, err := b.upload(ctx, bucket, key, id); err != nil {
+		return s3response.CopyPartResult{}, err
+	}
+	n := deref(in.PartNumber)
+	if n < 1 || n > 10000 {
+		return s3response.CopyPartResult{}, s3err.GetAPIError(s3err.ErrInvalidPartNumberRange)
+	}
+	srcBucket, srcKey, version, err := backend.ParseCopySource(deref(in.CopySource))
+	if err != nil {
+		return s3response.CopyPartResult{}, err
+	}
+	if version != "" {
+		return s3response.CopyPartResult{}, s3err.GetAPIError(s3err.ErrNoSuchVersion)
+	}
+	src, h, err := b.head(ctx, srcBucket, srcKey, backend.PreConditions{
+		IfMatch: in.CopySourceIfMatch, IfNoneMatch: in.CopySourceIfNoneMatch,
+		IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince}, true)
+	if err != nil {
+		return s3response.CopyPartResult{}, err
+	}
+	if h == nil {
+		return s3response.CopyPartResult{}, s3err.GetAPIError(s3err.ErrNoSuchKey) // a directory
+	}
+	defer h.Close()
+	size := src.fi.Size()
+	start, length, err := backend.ParseCopySourceRange(size, deref(in.CopySourceRange))
+	if err != nil {
+		return s3response.CopyPartResult{}, err
+	}
+	length = min(length, size-start)
+	out, tmp, err := b.createTemp(ctx, uploadDir(id))
+	if err != nil {
+		return s3response.CopyPartResult{}, fmt.Errorf("copy part %d of %s: %w", n, id, s3Err(err))
+	}
+	_, err = copyRange(out, 0, h, start, length)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	sum := md5.Sum(fmt.Appendf(nil, "%s %d %d", src.etag, start, length))
+	etag := `"` + hex.EncodeToString(sum[:]) + `"`
+	if err == nil {
+		err = b.fs.Rename(ctx, tmp, uploadDir(id)+"/"+partName(n, etag))
+	}
+	if err != nil {
+		b.fs.Remove(context.WithoutCancel(ctx), tmp)
+		return s3response.CopyPartResult{}, fmt.Errorf("copy part %d of %s: %w", n, id, s3Err(err))
+	}
+	b.removeOtherParts(ctx, id, n, etag)
+	return s3response.CopyPartResult{ETag: ptr(etag), LastModified: time.Now().UTC()}, nil
+}
+
+// removeOtherParts removes the files of part n of the upload id but the
+// one of ETag etag: an upload of the part again replaces it.
+func (b *Backend) removeOtherParts(ctx context.Context, id string, n int32, etag string) {
+	list, err := b.fs.ReadDir(ctx, uploadDir(id))
+	if err != nil {
+		return
+	}
+	for _, fi := range list {
+		if m, e, ok := parsePart(fi.Name()); ok && m == n && e != etag {
+			b.fs.Remove(ctx, uploadDir(id)+"/"+fi.Name())
+		}
+	}
 }
 
 // ListParts lists the parts of an upload.

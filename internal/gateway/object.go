@@ -654,13 +654,20 @@ func (b *Backend) appendFile(ctx context.Context, out *pathfs.File, off int64, s
 	if err != nil {
 		return 0, err
 	}
-	n, err := out.CopyFrom(in, 0, off, fi.Size())
-	if err == nil || n > 0 || !(errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EINVAL)) {
-		return n, err
+	return copyRange(out, off, in, 0, fi.Size())
+}
+
+// copyRange writes n bytes at inOff of in at off of out, by
+// copy_file_range where the volume can, else by reading and writing
+// them, and returns how many it wrote (fewer at the end of in).
+func copyRange(out *pathfs.File, off int64, in *pathfs.File, inOff, n int64) (int64, error) {
+	c, err := out.CopyFrom(in, inOff, off, n)
+	if err == nil || c > 0 || !(errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EINVAL)) {
+		return c, err
 	}
 	// The volume cannot share the data: copy the bytes.
 	if _, err := out.Seek(off, io.SeekStart); err != nil {
 		return 0, err
 	}
-	return copyFull(out, io.NewSectionReader(in, 0, fi.Size()))
+	return copyFull(out, io.NewSectionReader(in, inOff, n))
 }
