@@ -120,6 +120,27 @@ func (b *Backend) statBucket(ctx context.Context, bucket string) (fs.FileInfo, e
 	return fi, nil
 }
 
+// failed returns err as the error to answer a call with: an S3 error
+// as it is, unwrapped (versitygw answers with the S3 errors it finds
+// unwrapped, and with InternalError for anything else), an errno that
+// has an S3 error as that error, and others wrapped with what failed,
+// format and args as fmt.Sprintf takes them.
+func failed(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	var s3e s3err.S3Error
+	if errors.As(err, &s3e) {
+		return s3e
+	}
+	if mapped := s3Err(err); mapped != nil {
+		if _, ok := mapped.(s3err.S3Error); ok {
+			return mapped
+		}
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+}
+
 // s3Err returns err as the S3 error clients understand where there is
 // one; others are internal errors, as they come.
 func s3Err(err error) error {
@@ -140,7 +161,7 @@ func s3Err(err error) error {
 func (b *Backend) ListBuckets(ctx context.Context, in s3response.ListBucketsInput) (s3response.ListAllMyBucketsResult, error) {
 	list, err := b.fs.ReadDir(ctx, "/")
 	if err != nil {
-		return s3response.ListAllMyBucketsResult{}, fmt.Errorf("list buckets: %w", s3Err(err))
+		return s3response.ListAllMyBucketsResult{}, failed(err, "list buckets")
 	}
 	out := s3response.ListAllMyBucketsResult{Owner: s3response.CanonicalUser{ID: in.Owner}, Prefix: in.Prefix}
 	for _, fi := range list {
@@ -191,11 +212,11 @@ func (b *Backend) CreateBucket(ctx context.Context, in *s3.CreateBucketInput, ac
 		return s3err.GetAPIError(s3err.ErrBucketAlreadyOwnedByYou)
 	}
 	if err != nil {
-		return fmt.Errorf("create bucket %s: %w", bucket, s3Err(err))
+		return failed(err, "create bucket %s", bucket)
 	}
 	if len(acl) > 0 {
 		if err := b.fs.SetXattr(ctx, bucketPath(bucket), xattrACL, acl); err != nil && !noXattrs(err) {
-			return fmt.Errorf("create bucket %s: %w", bucket, s3Err(err))
+			return failed(err, "create bucket %s", bucket)
 		}
 	}
 	return nil
@@ -213,7 +234,7 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 		return s3err.GetAPIError(s3err.ErrBucketNotEmpty)
 	}
 	if err != nil {
-		return fmt.Errorf("delete bucket %s: %w", bucket, s3Err(err))
+		return failed(err, "delete bucket %s", bucket)
 	}
 	b.abortUploadsOf(ctx, bucket)
 	return nil
@@ -235,7 +256,7 @@ func (b *Backend) GetBucketAcl(ctx context.Context, in *s3.GetBucketAclInput) ([
 		acl, err = nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("bucket %s acl: %w", bucket, s3Err(err))
+		return nil, failed(err, "bucket %s acl", bucket)
 	}
 	b.acls.Store(bucket, aclEntry{acl: acl, at: time.Now()})
 	return acl, nil
@@ -251,7 +272,7 @@ func (b *Backend) PutBucketAcl(ctx context.Context, bucket string, acl []byte) e
 		if noXattrs(err) {
 			return s3err.GetAPIError(s3err.ErrNotImplemented)
 		}
-		return fmt.Errorf("bucket %s acl: %w", bucket, s3Err(err))
+		return failed(err, "bucket %s acl", bucket)
 	}
 	return nil
 }

@@ -620,3 +620,48 @@ func TestListing(t *testing.T) {
 		t.Fatalf("%d keys under d42/f05, want 10", n)
 	}
 }
+
+// TestConflicts checks the keys a tree of files cannot hold, and
+// conditional requests.
+func TestConflicts(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	if err := e.s3.MakeBucket(ctx, "bkt", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	info := e.put(t, "bkt", "file", []byte("x"), minio.PutObjectOptions{})
+	e.put(t, "bkt", "dir/child", []byte("y"), minio.PutObjectOptions{})
+	for _, c := range []struct {
+		key, code string
+	}{
+		{"file/below", "ObjectParentIsFile"},
+		{"dir", "ExistingObjectIsDirectory"},
+		{"a//b", "InvalidRequest"},
+		{"a/../file", "InvalidRequest"},
+		{"./file", "InvalidRequest"},
+	} {
+		_, err := e.s3.PutObject(ctx, "bkt", c.key, strings.NewReader("z"), 1, minio.PutObjectOptions{})
+		if got := errCode(err); got != c.code {
+			t.Errorf("PUT %q: %v (%s), want %s", c.key, err, got, c.code)
+		}
+	}
+	if got := e.get(t, "bkt", "file", minio.GetObjectOptions{}); string(got) != "x" {
+		t.Fatalf("a refused PUT changed another object: %q", got)
+	}
+	if list, err := e.fs.ReadDir(ctx, "/.s3gateway/tmp"); err != nil || len(list) != 0 {
+		t.Fatalf("refused PUTs left %d temporary files, %v", len(list), err)
+	}
+	var o minio.GetObjectOptions
+	o.SetMatchETagExcept(info.ETag)
+	if _, _, _, err := e.core.GetObject(ctx, "bkt", "file", o); minio.ToErrorResponse(err).StatusCode != http.StatusNotModified {
+		t.Errorf("GET If-None-Match its ETag: %v", err)
+	}
+	o = minio.GetObjectOptions{}
+	o.SetMatchETag(`"0123456789abcdef0123456789abcdef"`)
+	if _, _, _, err := e.core.GetObject(ctx, "bkt", "file", o); errCode(err) != "PreconditionFailed" {
+		t.Errorf("GET If-Match another ETag: %v", err)
+	}
+	if _, err := e.s3.PutObject(ctx, "nobucket", "k", strings.NewReader("z"), 1, minio.PutObjectOptions{}); errCode(err) != "NoSuchBucket" {
+		t.Errorf("PUT in a missing bucket: %v", err)
+	}
+}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"syscall"
 
@@ -102,7 +101,7 @@ func (b *Backend) walk(ctx context.Context, bucket, prefix, delim, marker string
 		if errors.Is(err, fs.ErrNotExist) {
 			return backend.WalkResults{}, s3err.GetBucketErr(s3err.ErrNoSuchBucket, bucket)
 		}
-		return backend.WalkResults{}, fmt.Errorf("list %s: %w", bucket, s3Err(err))
+		return backend.WalkResults{}, failed(err, "list %s", bucket)
 	}
 	return res, nil
 }

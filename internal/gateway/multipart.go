@@ -85,7 +85,7 @@ func (b *Backend) CreateMultipartUpload(ctx context.Context, in s3response.Creat
 	}
 	id := randomHex(16)
 	if err := b.fs.MkdirAll(ctx, uploadDir(id), 0o700); err != nil {
-		return s3response.InitiateMultipartUploadResult{}, fmt.Errorf("create upload: %w", s3Err(err))
+		return s3response.InitiateMultipartUploadResult{}, failed(err, "create upload")
 	}
 	tmp, _, err := b.writeTemp(ctx, uploadDir(id), strings.NewReader(string(data)), nil)
 	if err == nil {
@@ -93,7 +93,7 @@ func (b *Backend) CreateMultipartUpload(ctx context.Context, in s3response.Creat
 	}
 	if err != nil {
 		b.fs.RemoveAll(context.WithoutCancel(ctx), uploadDir(id))
-		return s3response.InitiateMultipartUploadResult{}, fmt.Errorf("create upload: %w", s3Err(err))
+		return s3response.InitiateMultipartUploadResult{}, failed(err, "create upload")
 	}
 	return s3response.InitiateMultipartUploadResult{Bucket: bucket, Key: key, UploadId: id}, nil
 }
@@ -123,12 +123,12 @@ func (b *Backend) readInfo(ctx context.Context, id string) (*uploadInfo, error) 
 		return nil, s3err.GetNoSuchUploadErr(id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("upload %s: %w", id, s3Err(err))
+		return nil, failed(err, "upload %s", id)
 	}
 	defer h.Close()
 	data, err := io.ReadAll(h)
 	if err != nil {
-		return nil, fmt.Errorf("upload %s: %w", id, s3Err(err))
+		return nil, failed(err, "upload %s", id)
 	}
 	var info uploadInfo
 	if err := json.Unmarshal(data, &info); err != nil {
@@ -144,7 +144,7 @@ func (b *Backend) parts(ctx context.Context, id string) (map[int32]s3response.Pa
 		return nil, s3err.GetNoSuchUploadErr(id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("parts of %s: %w", id, s3Err(err))
+		return nil, failed(err, "parts of %s", id)
 	}
 	out := map[int32]s3response.Part{}
 	for _, fi := range list {
@@ -176,12 +176,12 @@ func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.U
 	}
 	tmp, etag, err := b.writeTemp(ctx, uploadDir(id), body, nil)
 	if err != nil {
-		return nil, fmt.Errorf("upload part %d of %s: %w", n, id, s3Err(err))
+		return nil, failed(err, "upload part %d of %s", n, id)
 	}
 	old, _ := b.parts(ctx, id)
 	if err := b.fs.Rename(ctx, tmp, uploadDir(id)+"/"+partName(n, etag)); err != nil {
 		b.fs.Remove(context.WithoutCancel(ctx), tmp)
-		return nil, fmt.Errorf("upload part %d of %s: %w", n, id, s3Err(err))
+		return nil, failed(err, "upload part %d of %s", n, id)
 	}
 	if p, ok := old[n]; ok && p.ETag != etag {
 		b.fs.Remove(ctx, uploadDir(id)+"/"+partName(n, p.ETag))
@@ -227,7 +227,7 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 	length = min(length, size-start)
 	out, tmp, err := b.createTemp(ctx, uploadDir(id))
 	if err != nil {
-		return s3response.CopyPartResult{}, fmt.Errorf("copy part %d of %s: %w", n, id, s3Err(err))
+		return s3response.CopyPartResult{}, failed(err, "copy part %d of %s", n, id)
 	}
 	_, err = copyRange(out, 0, h, start, length)
 	if cerr := out.Close(); err == nil {
@@ -240,7 +240,7 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 	}
 	if err != nil {
 		b.fs.Remove(context.WithoutCancel(ctx), tmp)
-		return s3response.CopyPartResult{}, fmt.Errorf("copy part %d of %s: %w", n, id, s3Err(err))
+		return s3response.CopyPartResult{}, failed(err, "copy part %d of %s", n, id)
 	}
 	b.removeOtherParts(ctx, id, n, etag)
 	return s3response.CopyPartResult{ETag: ptr(etag), LastModified: time.Now().UTC()}, nil
@@ -346,10 +346,10 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 		err = b.place(ctx, result, bucket, key)
 	}
 	if err != nil {
-		return s3response.CompleteMultipartUploadResult{}, "", fmt.Errorf("complete upload %s: %w", id, s3Err(err))
+		return s3response.CompleteMultipartUploadResult{}, "", failed(err, "complete upload %s", id)
 	}
 	if err := b.fs.RemoveAll(ctx, uploadDir(id)); err != nil {
-		return s3response.CompleteMultipartUploadResult{}, "", fmt.Errorf("remove the parts of %s: %w", id, s3Err(err))
+		return s3response.CompleteMultipartUploadResult{}, "", failed(err, "remove the parts of %s", id)
 	}
 	return s3response.CompleteMultipartUploadResult{Bucket: ptr(bucket), Key: ptr(key), ETag: ptr(etag)}, "", nil
 }
@@ -361,7 +361,7 @@ func (b *Backend) AbortMultipartUpload(ctx context.Context, in *s3.AbortMultipar
 		return err
 	}
 	if err := b.fs.RemoveAll(ctx, uploadDir(id)); err != nil {
-		return fmt.Errorf("abort upload %s: %w", id, s3Err(err))
+		return failed(err, "abort upload %s", id)
 	}
 	return nil
 }
@@ -388,7 +388,7 @@ func (b *Backend) uploads(ctx context.Context) ([]upload, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list uploads: %w", s3Err(err))
+		return nil, failed(err, "list uploads")
 	}
 	var out []upload
 	for _, fi := range list {

@@ -47,7 +47,7 @@ func (b *Backend) statObject(ctx context.Context, bucket, key string) (fs.FileIn
 		return nil, s3err.GetAPIError(s3err.ErrNoSuchKey) // a symlink, a device: no object
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stat %s/%s: %w", bucket, key, s3Err(err))
+		return nil, failed(err, "stat %s/%s", bucket, key)
 	}
 	return fi, nil
 }
@@ -286,7 +286,7 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 			return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrDirectoryObjectContainsData)
 		}
 		if err := b.putDir(ctx, bucket, key, m); err != nil {
-			return s3response.PutObjectOutput{}, fmt.Errorf("put %s/%s: %w", bucket, key, s3Err(err))
+			return s3response.PutObjectOutput{}, failed(err, "put %s/%s", bucket, key)
 		}
 		return s3response.PutObjectOutput{ETag: emptyETag, Size: ptr(int64(0))}, nil
 	}
@@ -300,7 +300,7 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 		err = b.place(ctx, tmp, bucket, key)
 	}
 	if err != nil {
-		return s3response.PutObjectOutput{}, fmt.Errorf("put %s/%s: %w", bucket, key, s3Err(err))
+		return s3response.PutObjectOutput{}, failed(err, "put %s/%s", bucket, key)
 	}
 	return s3response.PutObjectOutput{ETag: etag, Size: ptr(fi.Size())}, nil
 }
@@ -329,7 +329,7 @@ func (b *Backend) head(ctx context.Context, bucket, key string, pre backend.PreC
 		}
 		if fi, err = h.Stat(); err != nil {
 			h.Close()
-			return nil, nil, fmt.Errorf("stat %s/%s: %w", bucket, key, s3Err(err))
+			return nil, nil, failed(err, "stat %s/%s", bucket, key)
 		}
 		r = h
 	} else {
@@ -344,7 +344,7 @@ func (b *Backend) head(ctx context.Context, bucket, key string, pre backend.PreC
 	}
 	if err == nil {
 		if oh.meta, err = getMeta(r); err != nil {
-			err = fmt.Errorf("metadata of %s/%s: %w", bucket, key, s3Err(err))
+			err = failed(err, "metadata of %s/%s", bucket, key)
 		}
 	}
 	if err != nil {
@@ -369,7 +369,7 @@ func (b *Backend) openObject(ctx context.Context, bucket, key string) (*pathfs.F
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EINVAL):
 		return nil, s3err.GetAPIError(s3err.ErrNoSuchKey) // missing, or a symlink, a device: no object
 	case err != nil:
-		return nil, fmt.Errorf("open %s/%s: %w", bucket, key, s3Err(err))
+		return nil, failed(err, "open %s/%s", bucket, key)
 	}
 	if fi, err := h.Stat(); err == nil && fi.IsDir() {
 		h.Close()
@@ -524,7 +524,7 @@ func (b *Backend) deleteObject(ctx context.Context, bucket, key string) error {
 	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, fs.ErrExist):
 		return s3err.GetAPIError(s3err.ErrDirectoryNotEmpty)
 	case err != nil:
-		return fmt.Errorf("delete %s/%s: %w", bucket, key, s3Err(err))
+		return failed(err, "delete %s/%s", bucket, key)
 	}
 	b.removeEmptyParents(ctx, bucket, key)
 	return nil
@@ -597,7 +597,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 	}
 	if src.fi.IsDir() {
 		if err := b.putDir(ctx, dstBucket, dstKey, m); err != nil {
-			return s3response.CopyObjectOutput{}, fmt.Errorf("copy to %s/%s: %w", dstBucket, dstKey, s3Err(err))
+			return s3response.CopyObjectOutput{}, failed(err, "copy to %s/%s", dstBucket, dstKey)
 		}
 		return s3response.CopyObjectOutput{CopyObjectResult: &s3response.CopyObjectResult{ETag: ptr(emptyETag), LastModified: ptr(src.fi.ModTime())}}, nil
 	}
@@ -606,7 +606,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 		err = b.place(ctx, tmp, dstBucket, dstKey)
 	}
 	if err != nil {
-		return s3response.CopyObjectOutput{}, fmt.Errorf("copy %s/%s to %s/%s: %w", srcBucket, srcKey, dstBucket, dstKey, s3Err(err))
+		return s3response.CopyObjectOutput{}, failed(err, "copy %s/%s to %s/%s", srcBucket, srcKey, dstBucket, dstKey)
 	}
 	return s3response.CopyObjectOutput{CopyObjectResult: &s3response.CopyObjectResult{ETag: ptr(src.etag), LastModified: ptr(fi.ModTime())}}, nil
 }
