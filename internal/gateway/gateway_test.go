@@ -297,6 +297,9 @@ func TestObjects(t *testing.T) {
 	if got := e.get(t, "bkt", "dir/fromfs.txt", minio.GetObjectOptions{}); string(got) != "written by a mount" {
 		t.Fatalf("GET of a file another client wrote: %q", got)
 	}
+	if st, err := e.s3.StatObject(ctx, "bkt", "dir/fromfs.txt", minio.StatObjectOptions{}); err != nil || st.ContentType != "binary/octet-stream" || st.Size != 18 {
+		t.Fatalf("HEAD of a file another client wrote: type %q size %d, %v", st.ContentType, st.Size, err)
+	}
 	writeFile(t, e.other, "/bkt/copy1", []byte("changed by a mount"))
 	if got := e.get(t, "bkt", "copy1", minio.GetObjectOptions{}); string(got) != "changed by a mount" {
 		t.Fatalf("GET after another client changed the file: %q", got)

@@ -413,13 +413,26 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 	return out, nil
 }
 
+// contentType returns the object's Content-Type: the one it was put
+// with, S3's default for a file a mount wrote.
+func (oh *objectHead) contentType() *string {
+	if ct := oh.meta.header("content-type"); ct != nil {
+		return ct
+	}
+	return ptr(defaultContentType)
+}
+
+// defaultContentType is the Content-Type S3 gives an object put without
+// one.
+const defaultContentType = "binary/octet-stream"
+
 // output returns the answer of GetObject to oh, but for the body, of an
 // object of size bytes.
 func (oh *objectHead) output(size int64) *s3.GetObjectOutput {
 	return &s3.GetObjectOutput{
 		AcceptRanges:       ptr("bytes"),
 		ContentLength:      ptr(size),
-		ContentType:        oh.meta.header("content-type"),
+		ContentType:        oh.contentType(),
 		ContentEncoding:    oh.meta.header("content-encoding"),
 		ContentDisposition: oh.meta.header("content-disposition"),
 		ContentLanguage:    oh.meta.header("content-language"),
