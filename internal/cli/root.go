@@ -42,6 +42,7 @@ Quick start:
 	root.AddCommand(newProfile(), newStats())
 	root.AddCommand(newMetaServer())
 	root.AddCommand(newWebDAV())
+	root.AddCommand(newGateway())
 	return root
 }
 

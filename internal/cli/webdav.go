@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/net/webdav"
 
 	"github.com/sluicefs/sluice/internal/meta"
@@ -71,6 +72,14 @@ a mount; --umask masks the modes of what clients create.`,
 	fl.StringVar(&o.subdir, "subdir", "", "serve only this directory of the volume (a path from its root) as the root: nothing outside it can be reached")
 	fl.Var(octalValue{&o.umask}, "umask", "umask of the files and directories clients create (octal)")
 	fl.BoolVar(&o.insecure, "insecure-no-auth", false, "serve an address other than loopback without WEBDAV_USER and WEBDAV_PASSWORD: anyone who reaches it reads and writes the volume")
+	addServeFlags(fl, &o.mountOptions)
+	return cmd
+}
+
+// addServeFlags adds the flags of the client's caches and the volume's
+// access that the commands serving a volume without FUSE (webdav,
+// gateway) share with mount.
+func addServeFlags(fl *pflag.FlagSet, o *mountOptions) {
 	fl.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "directories of the local block cache, separated by ':'; 'memory' keeps blocks in memory only")
 	fl.Var(sizeValue{&o.cacheSize, 1 << 20}, "cache-size", "size of the local block cache, across its directories (a plain number is MiB)")
 	fl.Var(sizeValue{&o.bufferSize, 1 << 20}, "buffer-size", "memory for write buffers and, as much again, for the in-memory block cache (a plain number is MiB)")
@@ -82,7 +91,6 @@ a mount; --umask masks the modes of what clients create.`,
 	fl.BoolVar(&o.readOnly, "read-only", false, "serve the volume read-only: every change fails")
 	fl.StringVar(&o.metrics, "metrics", "", "serve metrics for Prometheus at http://ADDR/metrics")
 	fl.BoolVar(&o.debug, "debug", false, "log every request")
-	return cmd
 }
 
 // octalValue is a flag of a mode in octal.

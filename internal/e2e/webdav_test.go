@@ -20,7 +20,16 @@ import (
 func startWebDAV(t *testing.T, v *volume, env ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(sluiceBin, "webdav", v.metaURL, addr, "--cache-dir", filepath.Join(v.dir, "webdav-cache"))
+	serveVolume(t, "webdav", "served over WebDAV", env, v.metaURL, addr, "--cache-dir", filepath.Join(v.dir, "webdav-cache"))
+	return "http://" + addr + "/"
+}
+
+// serveVolume runs `sluice CMD ARGS...` with env added until the test
+// ends, once it has printed a line with ready; SIGINT stops it, which
+// must end it cleanly.
+func serveVolume(t *testing.T, command, ready string, env []string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(sluiceBin, append([]string{command}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -48,25 +57,27 @@ func startWebDAV(t *testing.T, v *volume, env ...string) string {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("sluice webdav ended with %v after SIGINT", err)
+				t.Errorf("sluice %s ended with %v after SIGINT", command, err)
 			}
 		case <-time.After(30 * time.Second):
 			cmd.Process.Kill()
-			t.Error("sluice webdav still runs 30s after SIGINT")
+			t.Errorf("sluice %s still runs 30s after SIGINT", command)
 		}
 	})
 	deadline := time.After(30 * time.Second)
+	var seen []string
 	for {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatal("sluice webdav ended before serving")
+				t.Fatalf("sluice %s ended before serving:\n%s", command, strings.Join(seen, "\n"))
 			}
-			if strings.Contains(l, "served over WebDAV") {
-				return "http://" + addr + "/"
+			seen = append(seen, l)
+			if strings.Contains(l, ready) {
+				return
 			}
 		case <-deadline:
-			t.Fatal("sluice webdav does not serve after 30s")
+			t.Fatalf("sluice %s does not serve after 30s", command)
 		}
 	}
 }

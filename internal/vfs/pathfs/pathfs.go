@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -386,6 +387,17 @@ func (h *File) Sync() error {
 	return pathErr("sync", h.name, h.fs.v.Fsync(h.ctx(), h.fh))
 }
 
+// Flush commits what was written, as Close does (close(2) on a mount),
+// but keeps the file open: other clients see the writes, and the file's
+// size and mtime stay as they are now until it is written again. Unlike
+// Sync, it does not wait for the blocks to be durable in storage.
+func (h *File) Flush() error {
+	if h.dir {
+		return nil
+	}
+	return pathErr("flush", h.name, h.fs.v.Flush(h.ctx(), h.fh, 0))
+}
+
 // Close commits what was written (as close(2) on a mount) and releases
 // the handle.
 func (h *File) Close() error {
@@ -475,4 +487,133 @@ func (h *File) RemoveXattr(name string) error {
 		err = nil
 	}
 	return pathErr("removexattr", h.name, err)
+}
+
+// MkdirAll makes the directory name and the directories above it that
+// are missing, as os.MkdirAll; perm is the mode of those it makes. A
+// directory made meanwhile by another client is no error.
+func (f *FS) MkdirAll(ctx context.Context, name string, perm os.FileMode) error {
+	cctx := f.ctx(ctx)
+	parts := split(name)
+	a, err := f.v.GetAttr(cctx, meta.RootIno)
+	if err != nil {
+		return pathErr("mkdir", name, err)
+	}
+	for i, p := range parts {
+		if a.Type != store.TypeDir {
+			return pathErr("mkdir", "/"+path.Join(parts[:i]...), syscall.ENOTDIR)
+		}
+		next, err := f.lookup(cctx, a.Ino, []byte(p))
+		if errors.Is(err, syscall.ENOENT) {
+			next, err = f.v.Mknod(cctx, a.Ino, []byte(p), meta.NewNode{Type: store.TypeDir, Mode: uint16(perm.Perm()), Umask: f.umask})
+			if errors.Is(err, syscall.EEXIST) {
+				next, err = f.lookup(cctx, a.Ino, []byte(p))
+			}
+		}
+		if err != nil {
+			return pathErr("mkdir", "/"+path.Join(parts[:i+1]...), err)
+		}
+		a = next
+	}
+	if a.Type != store.TypeDir {
+		return pathErr("mkdir", name, syscall.ENOTDIR)
+	}
+	return nil
+}
+
+// Remove removes the file name, or the directory name if it is empty,
+// as os.Remove.
+func (f *FS) Remove(ctx context.Context, name string) error {
+	ctx = f.ctx(ctx)
+	dir, base, err := f.parent(ctx, name)
+	if err != nil {
+		return pathErr("remove", name, err)
+	}
+	a, err := f.lookup(ctx, dir.Ino, base)
+	if err != nil {
+		return pathErr("remove", name, err)
+	}
+	if a.Type == store.TypeDir {
+		return pathErr("remove", name, f.v.Rmdir(ctx, dir.Ino, base))
+	}
+	return pathErr("remove", name, f.v.Unlink(ctx, dir.Ino, base))
+}
+
+// ReadDir returns the entries of the directory name sorted by name, as
+// os.ReadDir.
+func (f *FS) ReadDir(ctx context.Context, name string) ([]fs.FileInfo, error) {
+	h, err := f.OpenFile(ctx, name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	if !h.dir {
+		return nil, pathErr("readdir", name, syscall.ENOTDIR)
+	}
+	list, err := h.Readdir(0)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(list, func(a, b fs.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
+	return list, nil
+}
+
+// CopyFrom copies n bytes at srcOff of src to dstOff of h as
+// copy_file_range(2) does on a mount: the volume shares the data of
+// src with h rather than copying it where it can. It returns the
+// number of bytes copied, fewer than n at the end of src. h must be
+// open for writing, without O_APPEND, and src for reading.
+func (h *File) CopyFrom(src *File, srcOff, dstOff, n int64) (int64, error) {
+	if h.dir || src.dir {
+		return 0, pathErr("copy_file_range", h.name, syscall.EISDIR)
+	}
+	if srcOff < 0 || dstOff < 0 || n < 0 {
+		return 0, pathErr("copy_file_range", h.name, syscall.EINVAL)
+	}
+	var total int64
+	for total < n {
+		c, err := h.fs.v.CopyFileRange(h.ctx(), src.fh, uint64(srcOff+total), h.fh, uint64(dstOff+total), uint64(n-total))
+		total += int64(c)
+		if err != nil {
+			return total, pathErr("copy_file_range", h.name, err)
+		}
+		if c == 0 {
+			break
+		}
+	}
+	return total, nil
+}
+
+// GetXattr returns the value of the extended attribute attr of the file
+// name, without opening it.
+func (f *FS) GetXattr(ctx context.Context, name, attr string) ([]byte, error) {
+	ctx = f.ctx(ctx)
+	a, err := f.walk(ctx, split(name))
+	if err != nil {
+		return nil, pathErr("getxattr", name, err)
+	}
+	v, err := f.v.GetXattr(ctx, a.Ino, attr)
+	return v, pathErr("getxattr", name, err)
+}
+
+// SetXattr sets the extended attribute attr of the file name to value.
+func (f *FS) SetXattr(ctx context.Context, name, attr string, value []byte) error {
+	ctx = f.ctx(ctx)
+	a, err := f.walk(ctx, split(name))
+	if err != nil {
+		return pathErr("setxattr", name, err)
+	}
+	return pathErr("setxattr", name, f.v.SetXattr(ctx, a.Ino, attr, value, 0))
+}
+
+// Xattrs returns the names of the extended attributes of the file name,
+// without opening it.
+func (f *FS) Xattrs(ctx context.Context, name string) ([]string, error) {
+	ctx = f.ctx(ctx)
+	a, err := f.walk(ctx, split(name))
+	if err != nil {
+		return nil, pathErr("listxattr", name, err)
+	}
+	names, err := f.v.ListXattr(ctx, a.Ino)
+	return names, pathErr("listxattr", name, err)
 }
