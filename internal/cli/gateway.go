@@ -14,7 +14,6 @@ import (
 	"github.com/sluicefs/sluice/internal/gateway"
 	"github.com/sluicefs/sluice/internal/meta"
 	"github.com/sluicefs/sluice/internal/vfs/pathfs"
-	"github.com/sluicefs/sluice/internal/volume"
 )
 
 // The gateway's access key and secret come from the environment, under
@@ -89,9 +88,7 @@ func runGateway(ctx context.Context, metaURL, addr string, o *gatewayOptions) (e
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	opts := o.volumeOptions("s3://"+addr, log)
-	opts.Subdir = o.subdir
-	vol, err := volume.Open(ctx, metaURL, opts)
+	vol, err := openServed(ctx, metaURL, "s3://"+addr, &o.mountOptions, log)
 	if err != nil {
 		return err
 	}
@@ -100,11 +97,6 @@ func runGateway(ctx context.Context, metaURL, addr string, o *gatewayOptions) (e
 			err = errors.Join(err, cerr)
 		}
 	}()
-	if o.metrics != "" {
-		if err := serveMetrics(o.metrics, log, vol.Telemetry().Handler()); err != nil {
-			return err
-		}
-	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	scheme := "http"

@@ -130,9 +130,7 @@ func runWebDAV(ctx context.Context, metaURL, addr string, o *webdavOptions) (err
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	opts := o.volumeOptions("webdav://"+ln.Addr().String(), log)
-	opts.Subdir = o.subdir
-	vol, err := volume.Open(ctx, metaURL, opts)
+	vol, err := openServed(ctx, metaURL, "webdav://"+ln.Addr().String(), &o.mountOptions, log)
 	if err != nil {
 		return err
 	}
@@ -141,11 +139,6 @@ func runWebDAV(ctx context.Context, metaURL, addr string, o *webdavOptions) (err
 			err = errors.Join(err, cerr)
 		}
 	}()
-	if o.metrics != "" {
-		if err := serveMetrics(o.metrics, log, vol.Telemetry().Handler()); err != nil {
-			return err
-		}
-	}
 	cred := meta.Cred{Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid())}
 	h := &webdav.Handler{
 		FileSystem: davFS{pathfs.New(vol.VFS(), cred, o.umask)},
@@ -291,4 +284,23 @@ func (d davFS) Rename(ctx context.Context, oldName, newName string) error {
 
 func (d davFS) Stat(ctx context.Context, name string) (os.FileInfo, error) {
 	return d.fs.Stat(ctx, name)
+}
+
+// openServed opens the volume a command that serves it without FUSE
+// (webdav, gateway) serves, with the client a mount named name would run,
+// and serves its metrics when o asks.
+func openServed(ctx context.Context, metaURL, name string, o *mountOptions, log *slog.Logger) (*volume.Volume, error) {
+	opts := o.volumeOptions(name, log)
+	opts.Subdir = o.subdir
+	vol, err := volume.Open(ctx, metaURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.metrics != "" {
+		if err := serveMetrics(o.metrics, log, vol.Telemetry().Handler()); err != nil {
+			vol.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return vol, nil
 }
