@@ -91,6 +91,7 @@ func addServeFlags(fl *pflag.FlagSet, o *mountOptions) {
 	fl.BoolVar(&o.readOnly, "read-only", false, "serve the volume read-only: every change fails")
 	fl.StringVar(&o.metrics, "metrics", "", "serve metrics for Prometheus at http://ADDR/metrics")
 	fl.BoolVar(&o.debug, "debug", false, "log every request")
+	o.addCacheGroupFlags(fl)
 }
 
 // octalValue is a flag of a mode in octal.
