@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sluicefs/sluice/internal/gateway"
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/object"
 	"github.com/sluicefs/sluice/internal/vfs/pathfs"
 	"github.com/sluicefs/sluice/internal/volume"
 	"github.com/sluicefs/sluice/internal/volume/volumetest"
@@ -40,12 +42,41 @@ type env struct {
 	fs      *pathfs.FS // the tree the gateway serves
 	other   *pathfs.FS // the same volume, opened again
 	metaURL string
+	// putBytes counts the bytes the gateway's client of the volume
+	// stored in the bucket.
+	putBytes *atomic.Int64
+}
+
+// countingBucket counts the bytes stored through it.
+type countingBucket struct {
+	object.Store
+	n *atomic.Int64
+}
+
+func (c countingBucket) Put(ctx context.Context, key string, r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	c.n.Add(int64(len(b)))
+	return c.Store.Put(ctx, key, bytes.NewReader(b))
 }
 
 func openFS(t testing.TB, metaURL string) *pathfs.FS {
 	t.Helper()
+	return openCountingFS(t, metaURL, nil)
+}
+
+// openCountingFS is openFS, counting the bytes stored into n when n is
+// not nil.
+func openCountingFS(t testing.TB, metaURL string, n *atomic.Int64) *pathfs.FS {
+	t.Helper()
 	ctx := context.Background()
-	v, err := volume.Open(ctx, metaURL, volume.Options{Level: volume.FileSystem})
+	opts := volume.Options{Level: volume.FileSystem}
+	if n != nil {
+		opts.WrapBucket = func(s object.Store) (object.Store, error) { return countingBucket{s, n}, nil }
+	}
+	v, err := volume.Open(ctx, metaURL, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +102,8 @@ func freeAddr(t testing.TB) string {
 func start(t testing.TB) *env {
 	t.Helper()
 	tv := volumetest.New(t, func(f *meta.Format) { f.BlockSize = 4 << 10 }) // 4 MiB blocks, a volume's default
-	e := &env{addr: freeAddr(t), metaURL: tv.MetaURL}
-	e.fs = openFS(t, tv.MetaURL)
+	e := &env{addr: freeAddr(t), metaURL: tv.MetaURL, putBytes: new(atomic.Int64)}
+	e.fs = openCountingFS(t, tv.MetaURL, e.putBytes)
 	e.other = openFS(t, tv.MetaURL)
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan struct{})
@@ -415,10 +446,16 @@ func TestMultipart(t *testing.T) {
 	for i := 0; i < size; i += 8 {
 		copy(data[i:], fmt.Sprintf("%08x", i))
 	}
+	stored := e.putBytes.Load()
 	info, err := e.s3.PutObject(ctx, "bkt", "big/object", bytes.NewReader(data), size, minio.PutObjectOptions{
 		PartSize: 16 << 20, ContentType: "video/x-test", UserMetadata: map[string]string{"Take": "2"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The parts are stored once; completing the upload shares their
+	// slices (copy_file_range) instead of writing the bytes again.
+	if n := e.putBytes.Load() - stored; n < size || n > size+size/10 {
+		t.Errorf("a %d-byte multipart upload stored %d bytes in the bucket, want the parts' bytes once", size, n)
 	}
 	if !strings.HasSuffix(info.ETag, "-7") {
 		t.Fatalf("ETag %s, want a multipart one of 7 parts", info.ETag)
