@@ -105,13 +105,22 @@ func start(t testing.TB) *env {
 	e := &env{addr: freeAddr(t), metaURL: tv.MetaURL, putBytes: new(atomic.Int64)}
 	e.fs = openCountingFS(t, tv.MetaURL, e.putBytes)
 	e.other = openFS(t, tv.MetaURL)
+	serve(t, e.fs, gateway.Config{Addr: e.addr})
+	e.s3 = client(t, e.addr, testAccess, testSecret)
+	e.core = &minio.Core{Client: e.s3}
+	return e
+}
+
+// serve serves fsys as cfg says, with the test's credentials, until the
+// test ends. Call it after opening the volume: the gateway stops first.
+func serve(t testing.TB, fsys *pathfs.FS, cfg gateway.Config) {
+	t.Helper()
+	cfg.AccessKey, cfg.Secret = testAccess, testSecret
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan struct{})
+	cfg.Listening = func() { close(listening) }
 	done := make(chan error, 1)
-	go func() {
-		done <- gateway.Serve(ctx, e.fs, gateway.Config{Addr: e.addr, AccessKey: testAccess, Secret: testSecret,
-			Listening: func() { close(listening) }})
-	}()
+	go func() { done <- gateway.Serve(ctx, fsys, cfg) }()
 	select {
 	case <-listening:
 	case err := <-done:
@@ -121,7 +130,6 @@ func start(t testing.TB) *env {
 		cancel()
 		t.Fatal("the gateway does not listen after 30s")
 	}
-	// Registered after the volume's: runs before it closes it.
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -133,9 +141,6 @@ func start(t testing.TB) *env {
 			t.Error("the gateway still serves 30s after it was told to stop")
 		}
 	})
-	e.s3 = client(t, e.addr, testAccess, testSecret)
-	e.core = &minio.Core{Client: e.s3}
-	return e
 }
 
 func client(t testing.TB, addr, access, secret string) *minio.Client {

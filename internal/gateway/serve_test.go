@@ -24,6 +24,8 @@ import (
 
 	"github.com/sluicefs/sluice/internal/gateway"
 	"github.com/sluicefs/sluice/internal/meta"
+	"github.com/sluicefs/sluice/internal/vfs/pathfs"
+	"github.com/sluicefs/sluice/internal/volume"
 	"github.com/sluicefs/sluice/internal/volume/volumetest"
 )
 
@@ -70,33 +72,8 @@ func TestTLS(t *testing.T) {
 	tv := volumetest.New(t, func(f *meta.Format) { f.BlockSize = 4 << 10 })
 	fsys := openFS(t, tv.MetaURL)
 	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	listening := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- gateway.Serve(ctx, fsys, gateway.Config{Addr: addr, AccessKey: testAccess, Secret: testSecret,
-			CertFile: certFile, KeyFile: keyFile, Listening: func() { close(listening) }})
-	}()
-	select {
-	case <-listening:
-	case err := <-done:
-		cancel()
-		t.Fatalf("gateway: %v", err)
-	case <-time.After(30 * time.Second):
-		cancel()
-		t.Fatal("the gateway does not listen after 30s")
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("gateway: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("the gateway still serves 30s after it was told to stop")
-		}
-	})
+	serve(t, fsys, gateway.Config{Addr: addr, CertFile: certFile, KeyFile: keyFile})
+	ctx := context.Background()
 
 	c, err := minio.New(addr, &minio.Options{Creds: credentials.NewStaticV4(testAccess, testSecret, ""), Region: "us-east-1",
 		Secure: true, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}})
@@ -123,5 +100,48 @@ func TestTLS(t *testing.T) {
 	plain := client(t, addr, testAccess, testSecret)
 	if _, err := plain.ListBuckets(ctx); err == nil {
 		t.Error("a plain HTTP client listed the buckets of an HTTPS gateway")
+	}
+}
+
+// TestSubdir serves one directory of a volume: its directories are the
+// buckets, and nothing outside it is one or can be reached by a key.
+func TestSubdir(t *testing.T) {
+	tv := volumetest.New(t, func(f *meta.Format) { f.BlockSize = 4 << 10 })
+	whole := openFS(t, tv.MetaURL)
+	ctx := context.Background()
+	for _, dir := range []string{"/outside", "/team/inside"} {
+		if err := whole.MkdirAll(ctx, dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := volume.Options{Level: volume.FileSystem, Subdir: "team"}
+	v, err := volume.Open(ctx, tv.MetaURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close(ctx) })
+	addr := freeAddr(t)
+	serve(t, pathfs.New(v.VFS(), meta.Cred{Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid())}, 0o022), gateway.Config{Addr: addr})
+	c := client(t, addr, testAccess, testSecret)
+
+	buckets, err := c.ListBuckets(ctx)
+	if err != nil || len(buckets) != 1 || buckets[0].Name != "inside" {
+		t.Fatalf("buckets %+v, %v; want only inside", buckets, err)
+	}
+	data := []byte("in the subtree")
+	if _, err := c.PutObject(ctx, "inside", "k", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, whole, "/team/inside/k"); !bytes.Equal(got, data) {
+		t.Errorf("the object is %q at /team/inside/k in the volume", got)
+	}
+	if _, err := c.StatObject(ctx, "outside", "x", minio.StatObjectOptions{}); err == nil {
+		t.Error("a directory outside the subtree answered as a bucket")
+	}
+	if _, err := c.PutObject(ctx, "inside", "../../outside/k", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err == nil {
+		t.Error("a key with .. was stored")
+	}
+	if list, err := whole.ReadDir(ctx, "/outside"); err != nil || len(list) != 0 {
+		t.Errorf("outside holds %d entries, %v", len(list), err)
 	}
 }
