@@ -5,7 +5,6 @@ import (
 	"crypto/cipher"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -416,9 +415,4 @@ func (g *Group) Stats() Stats {
 		st.Members = append(st.Members, ms)
 	}
 	return st
-}
-
-// String names the member for messages.
-func (g *Group) String() string {
-	return fmt.Sprintf("cache group %s member %s at %s", g.conf.Name, g.conf.Self.ID, g.conf.Self.Addr)
 }

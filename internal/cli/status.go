@@ -105,7 +105,7 @@ volume's metadata (which takes a while on a big one) to add:
 				}
 				out.Sessions = append(out.Sessions, newSessionStatus(s, d, paths))
 			}
-			setShares(out.Sessions, time.Now(), 3*meta.DefaultHeartbeat+5*time.Second)
+			setShares(out.Sessions, sessions, time.Now(), volume.MemberLiveFor(0))
 			if more {
 				prog := newProgress()
 				r, err := meta.SpaceUsage(ctx, v.Store(), meta.SpaceOptions{
@@ -179,20 +179,17 @@ type cacheGroupMember struct {
 }
 
 // setShares fills in the Share of every member of a cache group among
-// ss, counting the members whose heartbeat is at most live old.
-func setShares(ss []sessionStatus, now time.Time, live time.Duration) {
+// out, the statuses of sessions in their order, counting the members
+// whose heartbeat is at most live old.
+func setShares(out []sessionStatus, sessions []meta.SessionStatus, now time.Time, live time.Duration) {
 	total := map[string]int{}
-	alive := func(s sessionStatus) bool {
-		hb, err := time.Parse(time.RFC3339, s.Heartbeat)
-		return err == nil && meta.SessionLive(hb, now, live)
-	}
-	for _, s := range ss {
-		if s.CacheGroup != nil && alive(s) {
-			total[s.CacheGroup.Name] += s.CacheGroup.Weight
+	for i, s := range sessions {
+		if g := out[i].CacheGroup; g != nil && meta.SessionLive(s.Heartbeat, now, live) {
+			total[g.Name] += g.Weight
 		}
 	}
-	for _, s := range ss {
-		if g := s.CacheGroup; g != nil && alive(s) && total[g.Name] > 0 {
+	for i, s := range sessions {
+		if g := out[i].CacheGroup; g != nil && meta.SessionLive(s.Heartbeat, now, live) && total[g.Name] > 0 {
 			g.Share = float64(g.Weight) / float64(total[g.Name])
 		}
 	}

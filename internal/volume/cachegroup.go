@@ -38,10 +38,11 @@ type CacheGroupOptions struct {
 	TLS bool
 }
 
-// memberLiveFor is how long after its last heartbeat a session still
-// counts as a member: three heartbeats (a member that fails a request
-// is left out at once anyway).
-func memberLiveFor(heartbeat time.Duration) time.Duration {
+// MemberLiveFor is how long after its last heartbeat a session still
+// counts as a member of its cache group, with heartbeat the interval of
+// heartbeats (0: meta's default): three heartbeats (a member that fails
+// a request is left out at once anyway).
+func MemberLiveFor(heartbeat time.Duration) time.Duration {
 	if heartbeat <= 0 {
 		heartbeat = meta.DefaultHeartbeat
 	}
@@ -83,7 +84,7 @@ func (v *Volume) openCacheGroup(opts *Options, mconf *meta.Config) error {
 		self.ID = host + ":" + self.Addr // a memory cache lasts as long as the process
 	}
 	f := v.format
-	live := memberLiveFor(mconf.Heartbeat)
+	live := MemberLiveFor(mconf.Heartbeat)
 	g, err := cachegroup.New(cachegroup.Config{
 		Name:   o.Name,
 		Self:   self,
