@@ -391,7 +391,7 @@ func TestObjects(t *testing.T) {
 		t.Fatalf("directory object: %v %v", st, err)
 	}
 	if _, err := e.s3.StatObject(ctx, "bkt", "folder/", minio.StatObjectOptions{}); err != nil {
-		t.Fatalf("HEAD of a directory object: %v", err)
+		t.Fatalf("HEAD of a directory object: %v (%+v)", err, minio.ToErrorResponse(err))
 	}
 }
 

@@ -285,6 +285,13 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 		if deref(in.ContentLength) > 0 {
 			return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrDirectoryObjectContainsData)
 		}
+		// Read the empty body to its end all the same, as every other
+		// PUT does: what a client sent must not stay unread.
+		if in.Body != nil {
+			if _, err := io.Copy(io.Discard, io.LimitReader(in.Body, 1<<20)); err != nil {
+				return s3response.PutObjectOutput{}, failed(err, "put %s/%s", bucket, key)
+			}
+		}
 		if err := b.putDir(ctx, bucket, key, m); err != nil {
 			return s3response.PutObjectOutput{}, failed(err, "put %s/%s", bucket, key)
 		}
@@ -310,6 +317,14 @@ type objectHead struct {
 	fi   fs.FileInfo
 	etag string
 	meta objectMeta
+}
+
+// size is the object's length: its file's, 0 for a directory.
+func (oh *objectHead) size() int64 {
+	if oh.fi.IsDir() {
+		return 0
+	}
+	return oh.fi.Size()
 }
 
 // head returns what GetObject and HeadObject say of key, once the
@@ -386,10 +401,7 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 	if err != nil {
 		return nil, err
 	}
-	size := oh.fi.Size()
-	if oh.fi.IsDir() {
-		size = 0
-	}
+	size := oh.size()
 	start, length, ranged, err := backend.ParseObjectRange(size, deref(in.Range))
 	if err == nil && in.PartNumber != nil && *in.PartNumber > 1 {
 		err = s3err.GetInvalidPartNumberRangeErr(1, *in.PartNumber)
@@ -472,10 +484,7 @@ func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.H
 	if err != nil {
 		return nil, err
 	}
-	size := oh.fi.Size()
-	if oh.fi.IsDir() {
-		size = 0
-	}
+	size := oh.size()
 	length := size
 	var contentRange *string
 	if in.Range != nil {
